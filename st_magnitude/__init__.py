@@ -1,0 +1,60 @@
+"""st-magnitude: sentence-transformers retrievers whose embeddings keep their magnitude.
+
+Implements the similarity cells of arXiv:2602.09229 ("Beyond the Unit Hypersphere: Embedding Magnitude in
+Contrastive Learning") as sentence-transformers modules (:class:`Cosine`, :class:`Dot`, :class:`QNorm`,
+:class:`DNorm`, :class:`LearnableNorm`), a magnitude-aware InfoNCE loss, and the tools around them.
+"""
+
+from st_magnitude.errors import (
+    DataValidationError,
+    HeadConfigError,
+    MissingTaskError,
+    NonFiniteEmbeddingError,
+    StMagnitudeError,
+    SymmetryViolationError,
+    UnknownRoleError,
+)
+from st_magnitude.functional import cohens_d, dot_scores, effective_temperature, magnitude_normalize
+from st_magnitude.heads import (
+    HEADS,
+    Cosine,
+    DNorm,
+    Dot,
+    LearnableNorm,
+    MagnitudeHead,
+    QNorm,
+    attach_head,
+    find_head,
+    gamma_learning_rate_mapping,
+    make_head,
+)
+from st_magnitude.losses import MagnitudeInfoNCELoss, MagnitudeLoggingCallback
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cosine",
+    "Dot",
+    "QNorm",
+    "DNorm",
+    "LearnableNorm",
+    "MagnitudeHead",
+    "HEADS",
+    "make_head",
+    "find_head",
+    "attach_head",
+    "gamma_learning_rate_mapping",
+    "MagnitudeInfoNCELoss",
+    "MagnitudeLoggingCallback",
+    "magnitude_normalize",
+    "dot_scores",
+    "effective_temperature",
+    "cohens_d",
+    "StMagnitudeError",
+    "MissingTaskError",
+    "UnknownRoleError",
+    "SymmetryViolationError",
+    "NonFiniteEmbeddingError",
+    "DataValidationError",
+    "HeadConfigError",
+]
