@@ -99,6 +99,10 @@ def resolve_role(task: Any) -> Role | None:
     raise UnknownRoleError(task, dict(ROLE_SYNONYMS))
 
 
+def _as_float(value: float | Tensor) -> float:
+    return float(value.detach()) if isinstance(value, Tensor) else float(value)
+
+
 def _check_unit_interval(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise HeadConfigError(f"{name} must be a number in [0, 1], got {value!r} ({type(value).__name__}).")
@@ -156,12 +160,12 @@ class MagnitudeHead(Module):
     @property
     def gamma_query(self) -> float:
         """γ_q as a Python float (1 = queries normalized, 0 = raw)."""
-        return float(self.gamma("query"))
+        return _as_float(self.gamma("query"))
 
     @property
     def gamma_document(self) -> float:
         """γ_d as a Python float (1 = documents normalized, 0 = raw)."""
-        return float(self.gamma("document"))
+        return _as_float(self.gamma("document"))
 
     def scale(self, role: Role | None) -> float:
         """Fixed output multiplier for ``role``; for no role (symmetric use) the geometric mean of both."""
