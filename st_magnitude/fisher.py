@@ -25,21 +25,25 @@ embedding of the batch (the in-batch negatives share θ), not just through row i
 
 **Parameters θ** (``params``), all evaluated at the identity, so the model's function is unchanged:
 
-- ``"pooled-affine"`` (default, 2·dim parameters): ``A(x) = a ⊙ x + b`` at ``a = 1``, ``b = 0``; a per-dimension
-  scale and shift of the pooled embedding.
-- ``"pooled-shift"`` (dim parameters): ``A(x) = x + b`` at ``b = 0``.
-- ``"pooled-linear"`` (dim² + dim parameters): ``A(x) = W x + b`` at ``W = I``, ``b = 0``. Memory ``n·P·8`` bytes
+- ``"pooled-shift"`` (default, P = dim parameters; 384 for MiniLM): ``A(x) = x + b`` at ``b = 0``.
+- ``"pooled-affine"`` (P = 2·dim): ``A(x) = a ⊙ x + b`` at ``a = 1``, ``b = 0``.
+- ``"pooled-linear"`` (P = dim² + dim): ``A(x) = W x + b`` at ``W = I``, ``b = 0``. Memory ``n·P·8`` bytes
   (≈ 0.6 GB for MiniLM and n = 512); refused above :data:`MAX_GRADIENT_BYTES`.
 
-Why the pooled-embedding adapter is the default: every encoder parameter influences the loss only through the
-pooled embeddings, and the head acts *after* pooling, so the head enters the gradient of any encoder parameter
-only through ∂ℓ/∂x (the chain rule's first factor, ``∇_θ ℓ = J_θ(x)ᵀ ∂ℓ/∂x``). An identity-initialised
-adapter on x measures exactly that factor, the part that differs between heads, in 2·dim = 768 parameters for
-MiniLM. For mean pooling over a BERT whose last operation is a LayerNorm with weight/bias, the affine adapter
-is a diagonal reparametrisation of that last LayerNorm's own parameters (mean pooling commutes with a per-
-dimension affine map), so it is the FIM of real model parameters, the encoder's last layer. The encoder runs
-once, without gradients, which keeps κ for 512 rows to the cost of encoding them (minutes on 2 CPU cores);
-full-encoder per-example gradients would cost one backward pass per row per head.
+Why ``pooled-shift`` is the default:
+
+1. *It is the FIM of a real model parameter.* For a mean-pooled BERT (MiniLM) the encoder's last operation is a
+   LayerNorm ``y_t = w ⊙ n_t + β`` on every token t; mean pooling over the attention mask gives
+   ``x = w ⊙ mean_t(n_t) + β``, so ``∂ℓ/∂β = ∂ℓ/∂x`` summed over the texts of the batch: the shift adapter's
+   gradient *is* the gradient w.r.t. the last LayerNorm's bias (exactly, not approximately).
+2. *It holds the whole difference between heads.* Every encoder parameter reaches the loss only through the
+   pooled embeddings, and the head acts after pooling, so for any encoder parameter
+   ``∇_θ ℓ = J_θ(x)ᵀ ∂ℓ/∂x``: the head changes only the factor ``∂ℓ/∂x`` that the shift measures.
+3. *It can be full rank with the data at hand.* The empirical FIM of n rows has rank ≤ min(n, P); with P = 384
+   < n = 512 its smallest eigenvalues describe the loss geometry, not the shortage of rows (with
+   ``pooled-affine``, P = 768 > 512, κ would be a statement about the n-th row rather than about the head).
+4. *It is cheap.* The encoder runs once, without gradients; κ for 512 rows costs about the time to encode them.
+   Full-encoder per-example gradients would need one backward pass per row per head.
 
 **Empirical FIM** ``F = (1/n) Σ_i g_i g_iᵀ`` with ``g_i = ∇_θ ℓ_i(θ)`` (``P`` values), the per-example
 gradients computed with ``torch.func.vmap(torch.func.grad(ℓ))`` (one vectorised call per batch), in float64.
@@ -115,7 +119,7 @@ __all__ = [
 
 ParamSet = Literal["pooled-affine", "pooled-shift", "pooled-linear"]
 PARAM_SETS: tuple[str, ...] = ("pooled-affine", "pooled-shift", "pooled-linear")
-DEFAULT_PARAMS: ParamSet = "pooled-affine"
+DEFAULT_PARAMS: ParamSet = "pooled-shift"
 DEFAULT_SAMPLES: int = 512
 DEFAULT_BATCH_SIZE: int = 32
 DEFAULT_BOOTSTRAP: int = 200
@@ -445,7 +449,7 @@ def per_example_gradients(
     Args:
         embeddings: pooled embeddings of the rows (:func:`encode_pooled`).
         head: the head (instance or name); its γ_q, γ_d, scales and eps are used, as fixed numbers.
-        params: ``"pooled-affine"`` | ``"pooled-shift"`` | ``"pooled-linear"`` (module docstring).
+        params: ``"pooled-shift"`` (default) | ``"pooled-affine"`` | ``"pooled-linear"`` (module docstring).
         temperature: τ > 0 (0.05 = training default).
         batch_size: rows per batch; candidates of a row are the positives and negatives of its batch.
 
@@ -632,7 +636,7 @@ def fisher_condition_number(
         head: head instance or name (``qnorm``, ``dnorm``, ``cosine``, ``dot``).
         dataset: rows (``anchor``, ``positive`` [, ``negative``]) or a training-set name (``train-scifact``).
         n_samples: rows used (seeded sample when the data has more).
-        params: parameter set (``pooled-affine`` default, ``pooled-shift``, ``pooled-linear``).
+        params: parameter set (``pooled-shift`` default, ``pooled-affine``, ``pooled-linear``).
         temperature: τ (default 0.05, as in training).
         batch_size: in-batch-negative batch size (default 32).
         rtol: relative eigenvalue floor (None = :func:`default_rtol`).
