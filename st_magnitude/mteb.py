@@ -159,7 +159,7 @@ class MagnitudeEncoder(_AbsEncoder):  # type: ignore[misc,valid-type]
             overwrites={
                 "name": name,
                 "revision": revision,
-                "embed_dim": model.get_sentence_embedding_dimension(),
+                "embed_dim": (getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)(),
                 "max_tokens": model.max_seq_length,
                 "similarity_fn_name": ScoringFunction.DOT_PRODUCT if declared == "dot" else ScoringFunction.COSINE,
                 "framework": ["Sentence Transformers", "PyTorch"],
