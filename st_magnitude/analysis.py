@@ -44,6 +44,7 @@ __all__ = [
     "pooled_model",
     "analyze_magnitudes",
     "plot_norm_histograms",
+    "apply_head_to_pooled",
     "register_cli",
 ]
 
@@ -206,7 +207,7 @@ def pooled_model(model: SentenceTransformer) -> SentenceTransformer:
     return headless
 
 
-def _apply_head(model: SentenceTransformer, pooled: np.ndarray, role: str) -> np.ndarray:
+def apply_head_to_pooled(model: SentenceTransformer, pooled: np.ndarray, role: str) -> np.ndarray:
     """What ``model`` outputs for ``role`` given its pooled embeddings ``(n, dim)``: the head's
     :func:`~st_magnitude.functional.magnitude_normalize`, or L2 normalization for a trailing ``Normalize``."""
     import torch
@@ -292,8 +293,8 @@ def analyze_magnitudes(
     headless = pooled_model(model)
     d_pooled = headless.encode_document(doc_texts, **opts)  # (n_docs, dim), encoded once
     q_pooled = headless.encode_query(query_texts, **opts)  # (n_queries, dim)
-    d_head = _apply_head(model, d_pooled, "document")
-    q_head = _apply_head(model, q_pooled, "query")
+    d_head = apply_head_to_pooled(model, d_pooled, "document")
+    q_head = apply_head_to_pooled(model, q_pooled, "query")
     d_pooled_norm = np.linalg.norm(d_pooled, axis=1)
     q_pooled_norm = np.linalg.norm(q_pooled, axis=1)
 
