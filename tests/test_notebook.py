@@ -30,7 +30,7 @@ def test_notebook_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data
     monkeypatch.setenv("ST_MAGNITUDE_DATA", str(data_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    client = NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError on the first failing cell
     outputs = "\n".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "stream"
