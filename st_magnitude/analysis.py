@@ -253,7 +253,7 @@ def analyze_magnitudes(
     for them with dot products (what it would serve); "hard" = the union of each query's top-``top_k`` documents
     that are not judged relevant to it (and not relevant to any analysed query); "random" = ``n_random``
     (default: as many as the relevant set) corpus documents relevant to no analysed query. Norms are of the pooled
-    embeddings (:func:`pooled_model`). Subsample ``data.corpus`` first (:func:`st_magnitude.mteb.subsample_beir`)
+    embeddings (:func:`pooled_model`). Subsample ``data.corpus`` first (:func:`st_magnitude.data.subsample_beir`)
     to bound the cost: every corpus document is encoded.
 
     Args:
@@ -464,7 +464,7 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
 def _cli_analyze(args: argparse.Namespace) -> int:
     from st_magnitude.data import load_beir
     from st_magnitude.models import load_model
-    from st_magnitude.mteb import subsample_beir
+    from st_magnitude.data import subsample_beir
 
     data = load_beir(args.dataset, split=args.split, data_dir=args.data_dir)
     data = subsample_beir(data, max_queries=args.max_queries, max_docs=args.max_docs, seed=args.seed)

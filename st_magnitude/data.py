@@ -34,6 +34,7 @@ __all__ = [
     "BeirData",
     "load_beir",
     "load_training_triplets",
+    "subsample_beir",
     "StsData",
     "load_sts",
 ]
@@ -413,3 +414,43 @@ def load_sts(name: str | os.PathLike[str], split: str = "test", data_dir: str | 
             s1.append(a)
             s2.append(b)
     return StsData(name=folder.name, split=split, sentences1=s1, sentences2=s2, scores=scores)
+
+
+def subsample_beir(data: BeirData, max_queries: int | None = None, max_docs: int | None = None, seed: int = 0) -> BeirData:
+    """A smaller, seeded copy of ``data`` for quick runs: at most ``max_queries`` judged queries, every
+    document judged for them, and random other documents up to ``max_docs`` in total.
+
+    Relevant documents are never dropped (so ``max_docs`` is exceeded when they alone are more). Scores on
+    a subsampled corpus are higher than on the full one (fewer distractors) and are comparable only with
+    runs on the same subsample; the choice is recorded in ``report["subsample"]``.
+    """
+    import random
+
+    rng = random.Random(seed)
+    qids = sorted(data.queries)
+    if max_queries is not None and max_queries < len(qids):
+        qids = sorted(rng.sample(qids, max_queries))
+    judged = sorted({d for q in qids for d in data.qrels[q]})
+    keep = set(judged)
+    if max_docs is not None and max_docs > len(keep):
+        others = sorted(set(data.corpus) - keep)
+        keep |= set(rng.sample(others, min(len(others), max_docs - len(keep))))
+    elif max_docs is None:
+        keep = set(data.corpus)
+    corpus = {d: t for d, t in data.corpus.items() if d in keep}
+    report = {
+        **data.report,
+        "docs": len(corpus),
+        "queries": len(qids),
+        "subsample": {"max_queries": max_queries, "max_docs": max_docs, "seed": seed,
+                      "full_docs": len(data.corpus), "full_queries": len(data.queries)},
+    }
+    return BeirData(
+        name=data.name,
+        split=data.split,
+        corpus=corpus,
+        queries={q: data.queries[q] for q in qids},
+        qrels={q: data.qrels[q] for q in qids},
+        ignore_identical_ids=data.ignore_identical_ids,
+        report=report,
+    )

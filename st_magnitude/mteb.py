@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from st_magnitude.data import BeirData, get_data_dir, load_beir, load_sts
+from st_magnitude.data import BeirData, get_data_dir, load_beir, load_sts, subsample_beir
 from st_magnitude.errors import DataValidationError
 from st_magnitude.heads import find_head
 from st_magnitude.symmetry import SYMMETRIC_FALLBACKS, SymmetryDecision, check_task
@@ -219,52 +219,6 @@ class MagnitudeEncoder(_AbsEncoder):  # type: ignore[misc,valid-type]
 # --------------------------------------------------------------------------------------------------------------
 # Local tasks
 # --------------------------------------------------------------------------------------------------------------
-def subsample_beir(
-    data: BeirData,
-    max_queries: int | None = None,
-    max_docs: int | None = None,
-    seed: int = 0,
-) -> BeirData:
-    """A seeded subsample of a retrieval set that keeps every judged document of the kept queries.
-
-    Keeps ``max_queries`` random judged queries, all documents judged for them (any grade), then random other
-    documents until ``max_docs`` (distractors). If the judged documents alone exceed ``max_docs`` they are all
-    kept (a query never loses its positives). ``None`` keeps everything.
-
-    Raises:
-        ValueError: for a non-positive limit.
-    """
-    for label, value in (("max_queries", max_queries), ("max_docs", max_docs)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{label} must be > 0 or None, got {value}.")
-    rng = random.Random(seed)
-    qids = sorted(data.qrels)
-    if max_queries is not None and max_queries < len(qids):
-        qids = sorted(rng.sample(qids, max_queries))
-    qrels = {q: dict(data.qrels[q]) for q in qids}
-    judged = sorted({d for docs in qrels.values() for d in docs})
-    doc_ids = list(judged)
-    if max_docs is not None and max_docs > len(doc_ids):
-        judged_set = set(judged)
-        others = sorted(d for d in data.corpus if d not in judged_set)
-        doc_ids += rng.sample(others, min(max_docs - len(doc_ids), len(others)))
-    elif max_docs is None:
-        doc_ids = list(data.corpus)
-    keep = set(doc_ids)
-    corpus = {d: t for d, t in data.corpus.items() if d in keep}
-    report = dict(data.report)
-    report.update({"subsample": {"max_queries": max_queries, "max_docs": max_docs, "seed": seed}})
-    return BeirData(
-        name=data.name,
-        split=data.split,
-        corpus=corpus,
-        queries={q: data.queries[q] for q in qids},
-        qrels=qrels,
-        ignore_identical_ids=data.ignore_identical_ids,
-        report=report,
-    )
-
-
 def _local_metadata(
     name: str,
     task_type: str,

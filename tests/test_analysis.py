@@ -92,7 +92,7 @@ def test_analyze_toy_set_groups_and_outputs(tiny_model, tmp_path: Path) -> None:
 def test_analyze_cli_on_scifact(minilm_path: str, data_dir: Path, tmp_path: Path, capsys) -> None:
     from st_magnitude.cli import main
     from st_magnitude.data import load_beir
-    from st_magnitude.mteb import subsample_beir
+    from st_magnitude.data import subsample_beir
 
     code = main(["analyze", "--model", minilm_path, "--dataset", "beir-scifact", "--data-dir", str(data_dir),
                  "--max-queries", "12", "--max-docs", "60", "--max-seq-length", "128", "--n-resamples", "200",

@@ -1,0 +1,85 @@
+"""The main job end to end on a tiny model and a hand-made BEIR folder: outputs, structure, reproducibility."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from st_magnitude.ablation import AblationConfig, config_from_args, render_markdown, run_ablation
+from st_magnitude.cli import build_parser
+
+from test_data import write_beir
+
+TOPICS = ["cat dog", "protein gene", "heart disease", "free speech", "river city", "music book", "vitamin diet",
+          "school law"]
+
+
+@pytest.fixture()
+def toy_data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    corpus = [{"_id": f"d{i}", "title": t, "text": f"the {t} study result"} for i, t in enumerate(TOPICS)]
+    queries = [{"_id": f"q{i}", "text": f"{t}?"} for i, t in enumerate(TOPICS)]
+    write_beir(root / "beir-toy", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(len(TOPICS))])
+    (root / "train-toy").mkdir()
+    rows = [{"query": t, "positive": f"a {t} document", "negative": f"an unrelated note on {TOPICS[(i + 3) % 8]}"}
+            for i, t in enumerate(TOPICS)]
+    (root / "train-toy" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def _config(tiny_bert_dir: Path, data: Path, out: Path) -> AblationConfig:
+    return AblationConfig(
+        model=str(tiny_bert_dir), train="train-toy", eval=["beir-toy"], heads=["cosine", "qnorm", "learnable"],
+        max_steps=3, batch_size=4, seed=7, output=str(out), data_dir=str(data), logging_steps=1,
+        gamma_learning_rate=0.05, eval_batch_size=8,
+    )
+
+
+def test_ablation_outputs_and_reproducibility(tiny_bert_dir: Path, toy_data: Path, tmp_path: Path) -> None:
+    first = run_ablation(_config(tiny_bert_dir, toy_data, tmp_path / "run1"))
+    out = tmp_path / "run1"
+    saved = json.loads((out / "results.json").read_text())
+    assert set(saved["results"]) == {"base", "cosine", "qnorm", "learnable"}
+    for row in saved["results"].values():
+        assert set(row["beir-toy"]) >= {"ndcg@10", "recall@100", "mrr@10"}
+        assert 0.0 <= row["beir-toy"]["ndcg@10"] <= 1.0
+        assert row["beir-toy"]["recall@100"] == 1.0  # 8 documents: all are in the top 100
+    assert saved["datasets"]["beir-toy"]["in_domain"] is True
+    train = saved["train"]
+    assert train["qnorm"]["final_gamma"] == {"query": 1.0, "document": 0.0}
+    assert train["qnorm"]["steps"] == 3 and len(train["qnorm"]["log"]) == 3
+    assert [e["step"] for e in train["learnable"]["log"]] == [1, 2, 3]
+    assert "gamma_query" in train["learnable"]["log"][0]
+    # The log holds the γ used in each step's forward (before that step's update); Adam moves γ by at most
+    # about its learning rate (0.05) per step.
+    assert train["learnable"]["final_gamma"]["query"] == pytest.approx(train["learnable"]["log"][-1]["gamma_query"], abs=0.06)
+    assert train["learnable"]["final_gamma"]["query"] < 1.0  # γ left its initial value
+    assert (out / "ablation.png").stat().st_size > 1000 and (out / "gamma.png").is_file()
+    table = (out / "results.md").read_text()
+    assert "| qnorm |" in table and "beir-toy (ID)" in table
+
+    second = run_ablation(_config(tiny_bert_dir, toy_data, tmp_path / "run2"))
+    for row in first["results"]:
+        assert second["results"][row]["beir-toy"] == pytest.approx(first["results"][row]["beir-toy"], abs=1e-6)
+    assert second["train"]["learnable"]["final_gamma"] == pytest.approx(first["train"]["learnable"]["final_gamma"], abs=1e-6)
+
+
+def test_cli_preset_and_overrides() -> None:
+    args = build_parser().parse_args(["ablation", "--preset", "quick", "--heads", "qnorm,dnorm", "--max-steps", "5"])
+    config = config_from_args(args)
+    assert config.heads == ["qnorm", "dnorm"] and config.max_steps == 5
+    assert config.batch_size == 16 and config.eval == ["beir-nfcorpus", "beir-scifact"]
+    with pytest.raises(ValueError, match="Unknown heads"):
+        AblationConfig(heads=["cosin"]).validate()
+
+
+def test_markdown_relative_change() -> None:
+    results = {
+        "config": {"eval": ["beir-a"], "max_steps": 1, "batch_size": 2, "train": "train-a", "temperature": 0.05, "seed": 1},
+        "datasets": {"beir-a": {"in_domain": True}},
+        "results": {"cosine": {"beir-a": {"ndcg@10": 0.5}}, "qnorm": {"beir-a": {"ndcg@10": 0.55}}},
+        "train": {},
+    }
+    assert "0.5500 (+10.0%)" in render_markdown(results)
