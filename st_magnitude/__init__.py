@@ -29,6 +29,7 @@ from st_magnitude.heads import (
     make_head,
 )
 from st_magnitude.losses import MagnitudeInfoNCELoss, MagnitudeLoggingCallback
+from st_magnitude.symmetry import SymmetryDecision, check_task, is_symmetric
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,9 @@ __all__ = [
     "find_head",
     "attach_head",
     "gamma_learning_rate_mapping",
+    "is_symmetric",
+    "check_task",
+    "SymmetryDecision",
     "MagnitudeInfoNCELoss",
     "MagnitudeLoggingCallback",
     "magnitude_normalize",
