@@ -33,8 +33,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["AblationConfig", "PRESETS", "run_ablation", "render_markdown", "register_cli"]
 
-ROUTER_MAPPING: dict[str, str] = {"anchor": "query", "positive": "document", "negative": "document"}
-
 
 @dataclass
 class AblationConfig:
@@ -64,6 +62,8 @@ class AblationConfig:
         query_prompt / document_prompt: text prepended to queries / documents (E5: ``"query: "``/``"passage: "``),
             used in training (ST ``prompts``), stored in the saved model, and used at evaluation.
         use_negatives: train on the file's hard-negative column when present.
+        mine_negatives: if > 0, replace the file's negatives by this many hard negatives per row mined with the
+            base model through ST's ``mine_hard_negatives`` (ranks 10-50, 5% relative margin).
         save_models: keep each fine-tuned model under ``output/models/<head>``.
         logging_steps: steps between training log entries (loss, norms, τ_eff, γ).
     """
@@ -90,6 +90,7 @@ class AblationConfig:
     query_prompt: str | None = None
     document_prompt: str | None = None
     use_negatives: bool = True
+    mine_negatives: int = 0
     save_models: bool = False
     logging_steps: int = 10
 
@@ -121,6 +122,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The run reported in benchmarks/: all five heads, 300 steps x 32 triplets, three evaluation sets.
     "paper": {"max_steps": 300, "batch_size": 32, "eval": ["beir-nfcorpus", "beir-scifact", "beir-arguana"]},
 }
+
+
+def router_mapping_for(columns: list[str]) -> dict[str, str]:
+    """``router_mapping`` for training columns: the first column is the query, every other one a document.
+
+    Raises:
+        ValueError: with fewer than two columns.
+    """
+    if len(columns) < 2:
+        raise ValueError(f"Training data needs a query column and at least one document column, got {columns}.")
+    return {column: ("query" if i == 0 else "document") for i, column in enumerate(columns)}
 
 
 def _domain(name: str) -> str:
@@ -159,9 +171,8 @@ def _train_one(model: Any, head_name: str, train_dataset: Any, config: AblationC
     prompts = None
     if config.query_prompt or config.document_prompt:
         prompts = {
-            "anchor": config.query_prompt or "",
-            "positive": config.document_prompt or "",
-            "negative": config.document_prompt or "",
+            column: (config.query_prompt if role == "query" else config.document_prompt) or ""
+            for column, role in router_mapping_for(train_dataset.column_names).items()
         }
     args = SentenceTransformerTrainingArguments(
         output_dir=str(workdir),
@@ -172,7 +183,7 @@ def _train_one(model: Any, head_name: str, train_dataset: Any, config: AblationC
         seed=config.seed,
         data_seed=config.seed,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
-        router_mapping={k: v for k, v in ROUTER_MAPPING.items() if k in train_dataset.column_names},
+        router_mapping=router_mapping_for(train_dataset.column_names),
         learning_rate_mapping=gamma_learning_rate_mapping(config.gamma_learning_rate) if head_name == "learnable" else {},
         prompts=prompts,
         logging_steps=config.logging_steps,
@@ -236,6 +247,10 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
         config.train, data_dir=config.data_dir, max_rows=config.train_rows, with_negatives=config.use_negatives,
         seed=config.seed,
     )
+    if config.mine_negatives > 0:
+        from st_magnitude.data import mine_negatives
+
+        train_dataset = mine_negatives(train_dataset, _load_base(config), num_negatives=config.mine_negatives)
     eval_sets = {name: load_beir(name, split=config.eval_split, data_dir=config.data_dir) for name in config.eval}
     if config.eval_max_queries is not None or config.eval_max_docs is not None:
         eval_sets = {
@@ -428,6 +443,7 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--document-prompt", help='prefix for documents, e.g. "passage: " for E5')
     p.add_argument("--no-negatives", dest="use_negatives", action="store_false", default=None,
                    help="ignore the training file's hard-negative column")
+    p.add_argument("--mine-negatives", type=int, help="mine this many hard negatives per row with the base model")
     p.add_argument("--save-models", action="store_true", default=None, help="keep each fine-tuned model")
     p.set_defaults(func=_run_cli)
 

@@ -35,6 +35,7 @@ __all__ = [
     "load_beir",
     "load_training_triplets",
     "subsample_beir",
+    "mine_negatives",
     "StsData",
     "load_sts",
 ]
@@ -454,3 +455,56 @@ def subsample_beir(data: BeirData, max_queries: int | None = None, max_docs: int
         ignore_identical_ids=data.ignore_identical_ids,
         report=report,
     )
+
+
+def mine_negatives(
+    dataset: "datasets.Dataset",  # noqa: F821
+    model: Any,
+    num_negatives: int = 1,
+    range_min: int = 10,
+    range_max: int = 50,
+    relative_margin: float | None = 0.05,
+    batch_size: int = 64,
+    corpus: list[str] | None = None,
+) -> "datasets.Dataset":  # noqa: F821
+    """Replace the negatives of (anchor, positive[, negative]) rows by hard negatives mined with ``model``.
+
+    A thin wrapper over :func:`sentence_transformers.util.mine_hard_negatives` (ST's own miner; nothing is
+    re-implemented): candidates ranked ``range_min``..``range_max`` for each anchor, at least
+    ``relative_margin`` below the positive's score (guarding against unjudged positives), sampled at random.
+    Mine with the *base* model (before a magnitude head is attached), as is standard.
+
+    Args:
+        dataset: rows with ``anchor`` and ``positive`` (an existing ``negative`` column is dropped).
+        model: the SentenceTransformer used to score candidates.
+        num_negatives: negatives per row; the output has columns ``anchor, positive, negative_1..negative_k``
+            (``negative`` when k = 1).
+        corpus: candidate documents (default: every positive and negative text in ``dataset``).
+
+    Returns:
+        A new :class:`datasets.Dataset`; rows without enough valid candidates are dropped by ST and the count is
+        logged.
+
+    Raises:
+        DataValidationError: if ``anchor``/``positive`` columns are missing.
+    """
+    from sentence_transformers.util import mine_hard_negatives
+
+    missing = {"anchor", "positive"} - set(dataset.column_names)
+    if missing:
+        raise DataValidationError(f"mine_negatives needs columns 'anchor' and 'positive'; missing {sorted(missing)}.")
+    if corpus is None:
+        texts = list(dataset["positive"])
+        if "negative" in dataset.column_names:
+            texts += list(dataset["negative"])
+        corpus = list(dict.fromkeys(texts))
+    pairs = dataset.select_columns(["anchor", "positive"])
+    mined = mine_hard_negatives(
+        pairs, model, anchor_column_name="anchor", positive_column_name="positive", corpus=corpus,
+        range_min=range_min, range_max=range_max, relative_margin=relative_margin, num_negatives=num_negatives,
+        sampling_strategy="random", output_format="triplet" if num_negatives == 1 else "n-tuple",
+        batch_size=batch_size, verbose=False,
+    )
+    if len(mined) < len(pairs):
+        logger.warning("mine_negatives: %d of %d rows kept (others had no valid hard negative)", len(mined), len(pairs))
+    return mined

@@ -83,3 +83,30 @@ def test_markdown_relative_change() -> None:
         "train": {},
     }
     assert "0.5500 (+10.0%)" in render_markdown(results)
+
+
+def test_router_mapping_for_columns() -> None:
+    from st_magnitude.ablation import router_mapping_for
+
+    assert router_mapping_for(["anchor", "positive", "negative_1", "negative_2"]) == {
+        "anchor": "query", "positive": "document", "negative_1": "document", "negative_2": "document"}
+    with pytest.raises(ValueError, match="at least one document column"):
+        router_mapping_for(["anchor"])
+
+
+def test_mined_negatives_and_prompts(tiny_bert_dir: Path, toy_data: Path, tmp_path: Path) -> None:
+    from st_magnitude.data import load_training_triplets, mine_negatives
+    from st_magnitude.models import load_model
+
+    pairs = load_training_triplets(toy_data / "train-toy")
+    mined = mine_negatives(pairs, load_model(str(tiny_bert_dir)), num_negatives=1, range_min=0, range_max=4,
+                           relative_margin=None)
+    assert mined.column_names == ["anchor", "positive", "negative"]
+    for row in mined:
+        assert row["negative"] != row["positive"] and row["negative"] in list(pairs["positive"]) + list(pairs["negative"])
+    config = _config(tiny_bert_dir, toy_data, tmp_path / "run")
+    config.heads, config.query_prompt, config.document_prompt = ["qnorm"], "query: ", "passage: "
+    config.save_models = True
+    run_ablation(config)
+    saved = load_model(str(tmp_path / "run" / "models" / "qnorm"))
+    assert saved.prompts["query"] == "query: " and saved.prompts["document"] == "passage: "
