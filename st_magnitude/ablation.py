@@ -64,6 +64,9 @@ class AblationConfig:
         use_negatives: train on the file's hard-negative column when present.
         mine_negatives: if > 0, replace the file's negatives by this many hard negatives per row mined with the
             base model through ST's ``mine_hard_negatives`` (ranks 10-50, 5% relative margin).
+        calibrate: ``"off"``, ``"on"`` or ``"both"``: scale the raw side(s) of each magnitude-keeping head to
+            unit mean norm on 512 training rows before fine-tuning (:func:`st_magnitude.calibration.calibrate_head`);
+            ``"both"`` runs each such head twice, reporting the calibrated run as ``<head>+cal``.
         save_models: keep each fine-tuned model under ``output/models/<head>``.
         logging_steps: steps between training log entries (loss, norms, τ_eff, γ).
     """
@@ -91,6 +94,7 @@ class AblationConfig:
     document_prompt: str | None = None
     use_negatives: bool = True
     mine_negatives: int = 0
+    calibrate: str = "off"
     save_models: bool = False
     logging_steps: int = 10
 
@@ -103,6 +107,8 @@ class AblationConfig:
             raise ValueError("max_steps must be >= 1 and batch_size >= 2 (InfoNCE needs in-batch negatives).")
         if not self.eval:
             raise ValueError("Give at least one evaluation set (--eval).")
+        if self.calibrate not in ("off", "on", "both"):
+            raise ValueError(f"calibrate must be 'off', 'on' or 'both', got {self.calibrate!r}.")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}.")
 
@@ -292,19 +298,32 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
 
     set_seed(config.seed)
     evaluate(_load_base(config), "base")
+    runs: list[tuple[str, str, bool]] = []
     for head_name in config.heads:
+        magnitude = make_head(head_name).keeps_magnitude
+        if config.calibrate in ("off", "both") or not magnitude:
+            runs.append((head_name, head_name, False))
+        if config.calibrate in ("on", "both") and magnitude:
+            runs.append((head_name if config.calibrate == "on" else f"{head_name}+cal", head_name, True))
+    for row, head_name, calibrated in runs:
         set_seed(config.seed)
         model = attach_head(_load_base(config), make_head(head_name))
+        calibration = None
+        if calibrated:
+            from st_magnitude.calibration import calibrate_head
+
+            calibration = calibrate_head(model, train_dataset, n=512, seed=config.seed)
         with tempfile.TemporaryDirectory(prefix=f"ablation-{head_name}-") as workdir:
-            results["train"][head_name] = _train_one(model, head_name, train_dataset, config, Path(workdir))
-        print(f"[ablation] trained {head_name} in {results['train'][head_name]['seconds']:.0f}s; "
-              f"final γ = {results['train'][head_name]['final_gamma']}", flush=True)
+            results["train"][row] = _train_one(model, head_name, train_dataset, config, Path(workdir))
+        results["train"][row]["calibration"] = calibration
+        print(f"[ablation] trained {row} in {results['train'][row]['seconds']:.0f}s; "
+              f"final γ = {results['train'][row]['final_gamma']}", flush=True)
         if config.save_models:
-            target = output / "models" / head_name
+            target = output / "models" / row
             if target.exists():
                 shutil.rmtree(target)
             model.save(str(target))
-        evaluate(model, head_name)
+        evaluate(model, row)
         del model
     results["wall_seconds"] = round(time.perf_counter() - started, 1)
     _write_outputs(results, output)
@@ -444,6 +463,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-negatives", dest="use_negatives", action="store_false", default=None,
                    help="ignore the training file's hard-negative column")
     p.add_argument("--mine-negatives", type=int, help="mine this many hard negatives per row with the base model")
+    p.add_argument("--calibrate", choices=["off", "on", "both"],
+                   help="norm calibration of magnitude-keeping heads before training (default off)")
     p.add_argument("--save-models", action="store_true", default=None, help="keep each fine-tuned model")
     p.set_defaults(func=_run_cli)
 

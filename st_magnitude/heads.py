@@ -452,7 +452,12 @@ def find_head(model: SentenceTransformer) -> MagnitudeHead | None:
     return None
 
 
-def attach_head(model: SentenceTransformer, head: MagnitudeHead) -> SentenceTransformer:
+def attach_head(
+    model: SentenceTransformer,
+    head: MagnitudeHead,
+    calibrate_on: Any = None,
+    n: int = 512,
+) -> SentenceTransformer:
     """Put ``head`` at the end of ``model`` and set the similarity function it needs. Modifies ``model``.
 
     Removes trailing ST ``Normalize`` modules (E5/MiniLM/BGE end with one; it would erase magnitude) and
@@ -464,6 +469,10 @@ def attach_head(model: SentenceTransformer, head: MagnitudeHead) -> SentenceTran
     Args:
         model: any ST model (Contriever-style without Normalize, E5/MiniLM-style with one).
         head: the head to attach.
+        calibrate_on: optional texts to calibrate the raw side(s) to unit mean norm on (a dataset with
+            anchor/positive columns or a ``(queries, documents)`` pair); see
+            :func:`st_magnitude.calibration.calibrate_head`. None = no calibration (scales stay as given).
+        n: texts sampled per side for calibration.
 
     Returns:
         The same ``model`` object.
@@ -481,6 +490,10 @@ def attach_head(model: SentenceTransformer, head: MagnitudeHead) -> SentenceTran
         logger.info("attach_head: removed trailing %s", type(removed).__name__)
     model.append(head)
     model.similarity_fn_name = head.similarity_fn_name
+    if calibrate_on is not None:
+        from st_magnitude.calibration import calibrate_head
+
+        calibrate_head(model, calibrate_on, n=n)
     return model
 
 

@@ -105,8 +105,13 @@ def test_mined_negatives_and_prompts(tiny_bert_dir: Path, toy_data: Path, tmp_pa
     for row in mined:
         assert row["negative"] != row["positive"] and row["negative"] in list(pairs["positive"]) + list(pairs["negative"])
     config = _config(tiny_bert_dir, toy_data, tmp_path / "run")
-    config.heads, config.query_prompt, config.document_prompt = ["qnorm"], "query: ", "passage: "
-    config.save_models = True
-    run_ablation(config)
-    saved = load_model(str(tmp_path / "run" / "models" / "qnorm"))
+    config.heads, config.query_prompt, config.document_prompt = ["cosine", "qnorm"], "query: ", "passage: "
+    config.save_models, config.calibrate = True, "both"
+    results = run_ablation(config)
+    assert list(results["results"]) == ["base", "cosine", "qnorm", "qnorm+cal"]
+    assert results["train"]["qnorm"]["calibration"] is None
+    cal = results["train"]["qnorm+cal"]["calibration"]
+    assert cal["query_scale"] == 1.0 and cal["document_scale"] == pytest.approx(1 / cal["document_mean_norm"])
+    saved = load_model(str(tmp_path / "run" / "models" / "qnorm+cal"))
+    assert saved[-1].document_scale == pytest.approx(cal["document_scale"], rel=1e-12)
     assert saved.prompts["query"] == "query: " and saved.prompts["document"] == "passage: "
