@@ -10,11 +10,14 @@ Two data sets:
              queries are unit vectors (QNorm) drawn from the same mixture.
   real       QNorm documents/queries of a real corpus: raw pooled all-MiniLM-L6-v2 (the base packaged model with
              QNorm attached, i.e. documents keep their pooled norm, queries are normalized), cached by
-             --cache (see the README line in the output JSON for how the cache was made).
+             --cache. The cache is made by encode_corpus over a seeded random sample of the corpus (raw pooled
+             MiniLM at max_seq_length 128, Normalize removed); see data_source in the output JSON.
 
 Usage:
+  nice -n 15 python benchmarks/index_bench.py cache --beir beir-arguana --cache-docs 2000 --cache-queries 300 \
+      --cache /tmp/st_magnitude_cache/arguana-minilm-raw-128-2000
   nice -n 15 python benchmarks/index_bench.py synthetic --n 1000000 --threads 2 --methods flat,ivf_l2,ivf_ip
-  nice -n 15 python benchmarks/index_bench.py real --cache /tmp/st_magnitude_cache/arguana-minilm-raw-128
+  nice -n 15 python benchmarks/index_bench.py real --cache /tmp/st_magnitude_cache/arguana-minilm-raw-128-2000
 
 Writes benchmarks/results/index_<dataset>_<n>.json and .md.
 """
@@ -55,10 +58,55 @@ def synthetic(n: int, nq: int, dim: int, norm_sigma: float, seed: int) -> tuple[
     return docs, q.astype(np.float32)
 
 
+def _load_cached(folder: Path, name: str) -> np.ndarray:
+    """``folder/<name>.npy``, else the finished encode_corpus chunks under ``folder/<name[0]>/`` (a prefix of a
+    seeded random sample of the corpus is itself a random sample)."""
+    if (folder / f"{name}.npy").is_file():
+        return np.load(folder / f"{name}.npy")
+    sub = folder / name[0]
+    if (sub / "embeddings.npy").is_file():
+        return np.load(sub / "embeddings.npy")
+    chunks = []
+    for i in range(10_000):
+        f = sub / "chunks" / f"chunk_{i:05d}.npy"
+        if not f.is_file():
+            break
+        chunks.append(np.load(f))
+    if not chunks:
+        raise SystemExit(f"no cached {name} under {folder}; run the caching script named in the module docstring")
+    return np.concatenate(chunks)
+
+
+def make_cache(cache: Path, dataset: str, n_docs: int, n_queries: int, seed: int) -> None:
+    """Encode a seeded random sample of a BEIR corpus with raw pooled MiniLM (Normalize removed = QNorm's
+    document side) through encode_corpus (chunked, resumable) into ``cache``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers.base.modules import Normalize
+
+    from st_magnitude.data import load_beir
+    from st_magnitude.index import encode_corpus
+    from st_magnitude.models import load_model
+
+    d = load_beir(dataset, "test")
+    rng = np.random.default_rng(seed)
+    dids = sorted(d.corpus)
+    dids = [dids[i] for i in np.sort(rng.choice(len(dids), min(n_docs, len(dids)), replace=False))]
+    qids = sorted(d.queries)
+    qids = [qids[i] for i in np.sort(rng.choice(len(qids), min(n_queries, len(qids)), replace=False))]
+    m = load_model()
+    m.max_seq_length = 128
+    while isinstance(m[len(m) - 1], Normalize):
+        del m[len(m) - 1]
+    encode_corpus(m, [d.queries[i] for i in qids], cache / "q", batch_size=64, chunk_size=100, role="query")
+    encode_corpus(m, [d.corpus[i] for i in dids], cache / "d", batch_size=64, chunk_size=250)
+    (cache / "meta.json").write_text(json.dumps(dict(dataset=dataset, docs=len(dids), queries=len(qids),
+                                                     corpus_docs=len(d.corpus), seed=seed, max_seq_length=128)))
+
+
 def real(cache: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     """QNorm outputs from cached raw pooled embeddings: documents raw, queries L2-normalized."""
-    docs = np.load(cache / "docs.npy").astype(np.float32)
-    q = np.load(cache / "queries.npy").astype(np.float32)
+    docs = _load_cached(cache, "docs").astype(np.float32)
+    q = _load_cached(cache, "queries").astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     meta = json.loads((cache / "meta.json").read_text()) if (cache / "meta.json").is_file() else {}
     return docs, q, meta
@@ -133,12 +181,15 @@ def run(docs: np.ndarray, queries: np.ndarray, methods: list[str], args) -> list
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dataset", choices=["synthetic", "real"])
+    ap.add_argument("dataset", choices=["synthetic", "real", "cache"])
+    ap.add_argument("--beir", default="beir-arguana", help="corpus for 'cache'")
+    ap.add_argument("--cache-docs", type=int, default=2000)
+    ap.add_argument("--cache-queries", type=int, default=300)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--nq", type=int, default=500)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--norm-sigma", type=float, default=0.15, help="log-normal sigma of synthetic document norms")
-    ap.add_argument("--cache", default="/tmp/st_magnitude_cache/arguana-minilm-raw-128")
+    ap.add_argument("--cache", default="/tmp/st_magnitude_cache/arguana-minilm-raw-128-2000")
     ap.add_argument("--methods", default="flat,hnsw_ip,hnsw_l2,ivf_ip,ivf_l2")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hnsw-m", type=int, default=32)
@@ -150,6 +201,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
+    if args.dataset == "cache":
+        make_cache(Path(args.cache), args.beir, args.cache_docs, args.cache_queries, args.seed)
+        return 0
     import faiss
 
     faiss.omp_set_num_threads(args.threads)

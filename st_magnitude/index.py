@@ -123,10 +123,10 @@ def head_spec(head: MagnitudeHead | SentenceTransformer | HeadSpec | str | None)
         ValueError: for ``None`` or a model with neither a magnitude head nor a trailing ``Normalize``
             (its similarity is ambiguous: attach a head with ``attach_head`` or pass ``head=``).
     """
-    from st_magnitude.heads import MagnitudeHead, find_head, make_head
-
     if isinstance(head, HeadSpec):
         return head
+    from st_magnitude.heads import MagnitudeHead, find_head, make_head
+
     if isinstance(head, str):
         head = make_head(head)
     if isinstance(head, MagnitudeHead):
