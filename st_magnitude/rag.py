@@ -522,7 +522,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     rankings = result.pop("rankings", {})
     result.update(
         dataset=data.name,
-        model=str(args.model),
+        model=str(args.model) if args.model else "all-MiniLM-L6-v2 (packaged default)",
         index_kind=args.index,
         ks=ks,
         questions=len(data.query_ids),
