@@ -131,8 +131,8 @@ def markdown(out: dict[str, Any]) -> str:
         "## κ per head (lower κ = better conditioned; recommendation = lower of QNorm/DNorm)",
         "",
         "| setting | κ qnorm [95% CI] | κ dnorm [95% CI] | κ cosine | κ dot | rank q/d (of n) | recommended | "
-        "bootstrap confidence | encode s | κ s per head (q/d) |",
-        "|---|---|---|---:|---:|---|---|---:|---:|---|",
+        "bootstrap confidence | κ99 q/d | by κ99 | encode s | κ s per head (q/d) |",
+        "|---|---|---|---:|---:|---|---|---:|---|---|---:|---|",
     ]
     for name, r in out["kappa"].items():
         k, ci, rk = r["kappa"], r["kappa_ci"], r["rank"]
@@ -140,6 +140,8 @@ def markdown(out: dict[str, Any]) -> str:
             f"| {name} | {k['qnorm']:.4g} [{ci['qnorm'][0]:.3g}, {ci['qnorm'][1]:.3g}] | "
             f"{k['dnorm']:.4g} [{ci['dnorm'][0]:.3g}, {ci['dnorm'][1]:.3g}] | {k['cosine']:.4g} | {k['dot']:.4g} | "
             f"{rk['qnorm']}/{rk['dnorm']} (of {r['n_eigenvalues']}) | **{r['recommended']}** | {r['confidence']:.3f} | "
+            f"{r['spectrum']['qnorm']['kappa_99']:.4g}/{r['spectrum']['dnorm']['kappa_99']:.4g} | "
+            f"{'qnorm' if r['spectrum']['qnorm']['kappa_99'] <= r['spectrum']['dnorm']['kappa_99'] else 'dnorm'} | "
             f"{r['seconds']['encode']:.0f} | {r['seconds']['per_head']['qnorm']:.1f}/{r['seconds']['per_head']['dnorm']:.1f} |"
         )
     lines += ["", "## Agreement with fine-tuned outcomes", ""]
@@ -187,7 +189,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="ablation results.json (or its folder) for one seed of one setting; repeat per seed")
     parser.add_argument("--save-models", default=None, help="write the base models of every setting here")
     parser.add_argument("--name", default="fisher_validation")
+    parser.add_argument("--render-only", action="store_true", help="re-write the .md from the existing .json")
     args = parser.parse_args(argv)
+    if args.render_only:
+        data = json.loads((RESULTS_DIR / f"{args.name}.json").read_text(encoding="utf-8"))
+        (RESULTS_DIR / f"{args.name}.md").write_text(markdown(data), encoding="utf-8")
+        print(markdown(data))
+        return 0
 
     import torch
 
@@ -237,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             "floor": {h: r.floor for h, r in rec.reports.items()},
             "mean_loss": {h: r.mean_loss for h, r in rec.reports.items()},
             "spectrum": {h: r.spectrum for h, r in rec.reports.items()},
+            "eigenvalues": {h: r.eigenvalues for h, r in rec.reports.items()},
             "mean_pooled_norm": {
                 "query": float(emb.queries.norm(dim=-1).mean()),
                 "positive": float(emb.positives.norm(dim=-1).mean()),

@@ -51,11 +51,16 @@ Its nonzero eigenvalues are the squared singular values of ``G/√n`` (``G``: n 
 of ``GᵀG/n`` (P × P) and ``GGᵀ/n`` (n × n), so ``rank(F) ≤ min(n, P)``.
 
 **Floor and κ.** An eigenvalue counts if it exceeds ``floor = λ_max · rtol``; by default
-``rtol = (max(n, P) · ε_float32)²``: NumPy's ``matrix_rank`` tolerance ``σ_max · max(M, N) · ε`` (Golub & Van
-Loan; numpy.linalg.matrix_rank docs) applied to the gradient matrix, squared because λ = σ²/n, with float32's
-ε because the encoder's outputs carry float32 rounding. Exact null directions (e.g. the global scale
-direction under Cosine, which normalisation erases) fall far below it. ``κ = λ_max / λ_min`` over the
+``rtol = P · ε_float32`` (P = number of parameters, ε_float32 ≈ 1.19e-7): NumPy's ``matrix_rank`` tolerance
+``S.max() · max(M, N) · eps`` (numpy.linalg.matrix_rank docs; Golub & Van Loan) for the P × P FIM held in float32,
+the precision of the encoder outputs and of training. Exact null directions (e.g. the global scale direction
+of ``pooled-affine`` under Cosine, which normalisation erases) fall far below it. ``κ = λ_max / λ_min`` over the
 eigenvalues above the floor; ``rank`` is their number.
+
+*Caveat, measured* (``docs/fisher.md``): when the spectrum decays continuously through the floor, as it does
+for MiniLM, λ_min lands just above the floor and κ ≈ 1/rtol, so κ then says more about the floor than about the
+head. The report therefore also gives ``rank`` and ``kappa_99 = λ_1 / λ_k`` with k the fewest eigenvalues
+holding 99 % of the trace (a floor-free conditioning measure of the directions that carry the curvature).
 
 **Which κ is better: the lower one.** Near a minimum the FIM equals the Gauss-Newton approximation of the
 Hessian of the log-likelihood (Martens, "New insights and perspectives on the natural gradient method", JMLR
@@ -183,7 +188,8 @@ class FisherReport:
         n_samples: n, rows used. batch_size: rows per in-batch-negative batch.
         params: parameter set name. temperature: τ.
         mean_loss: mean per-example InfoNCE loss (nats) at θ = identity.
-        spectrum: summary: trace, effective rank (exp of the eigenvalue entropy, Roy & Vetterli 2007),
+        spectrum: summary: ``kappa_99`` = λ_1/λ_k with ``k_99`` = k the fewest eigenvalues holding 99 % of the
+            trace (floor-free conditioning), trace, effective rank (exp of the eigenvalue entropy, Roy & Vetterli 2007),
             top-5 eigenvalues, share of the trace in the top 1 / top 10, log10 quantiles of the eigenvalues above
             the floor.
         eigenvalues: every computed eigenvalue, descending (list of floats).
@@ -240,15 +246,25 @@ class Recommendation:
     settings: dict[str, Any]
     seconds: dict[str, Any]
 
+    @property
+    def recommended_by_kappa_99(self) -> str:
+        """The single-side head with the lower floor-free ``kappa_99`` (a secondary signal, not the rule)."""
+        k = {h: self.reports[h].spectrum["kappa_99"] for h in SINGLE_SIDE_HEADS}
+        return "qnorm" if k["qnorm"] <= k["dnorm"] else "dnorm"
+
     def to_dict(self, with_eigenvalues: bool = True) -> dict[str, Any]:
-        """The ``recommendation.json`` layout: ``{"kappa": {HEAD: x}, "recommended": ..., "confidence": ...,
-        "kappa_ci", "rule", "settings", "seconds", "reports": {HEAD: FisherReport.to_dict()}}``."""
+        """The ``recommendation.json`` layout: ``{"kappa": {HEAD: x}, "recommended": "qnorm"|"dnorm",
+        "confidence": x, "kappa_ci": {HEAD: [lo, hi]}, "kappa_99": {HEAD: x}, "rank": {HEAD: r},
+        "recommended_by_kappa_99", "rule", "settings", "seconds", "reports": {HEAD: FisherReport.to_dict()}}``."""
         return _json_safe(
             {
                 "kappa": self.kappa,
                 "recommended": self.recommended,
                 "confidence": self.confidence,
                 "kappa_ci": self.kappa_ci,
+                "kappa_99": {h: r.spectrum["kappa_99"] for h, r in self.reports.items()},
+                "rank": {h: r.rank for h, r in self.reports.items()},
+                "recommended_by_kappa_99": self.recommended_by_kappa_99,
                 "rule": self.rule,
                 "settings": self.settings,
                 "seconds": self.seconds,
@@ -259,8 +275,8 @@ class Recommendation:
     def table(self) -> str:
         """Markdown table of κ, rank, λ_max, λ_min, floor and bootstrap interval per head."""
         lines = [
-            "| head | κ = λmax/λmin | 95% bootstrap interval | rank / computed | λmax | λmin | floor | mean loss |",
-            "|---|---:|---|---:|---:|---:|---:|---:|",
+            "| head | κ = λmax/λmin | 95% bootstrap interval | rank / computed | λmax | λmin | floor | κ99 (k) | mean loss |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, rep in self.reports.items():
             ci = self.kappa_ci.get(name)
@@ -268,7 +284,8 @@ class Recommendation:
             mark = " ← recommended" if name == self.recommended else ""
             lines.append(
                 f"| {name}{mark} | {rep.kappa:.4g} | {ci_text} | {rep.rank} / {rep.n_eigenvalues} | "
-                f"{rep.lambda_max:.4g} | {rep.lambda_min:.4g} | {rep.floor:.3g} | {rep.mean_loss:.4f} |"
+                f"{rep.lambda_max:.4g} | {rep.lambda_min:.4g} | {rep.floor:.3g} | "
+                f"{rep.spectrum['kappa_99']:.4g} ({rep.spectrum['k_99']}) | {rep.mean_loss:.4f} |"
             )
         return "\n".join(lines)
 
@@ -511,8 +528,11 @@ def per_example_gradients(
 # spectrum
 # ---------------------------------------------------------------------------------------------------------
 def default_rtol(n_samples: int, n_params: int) -> float:
-    """Default relative eigenvalue floor ``(max(n, P) · ε_float32)²`` (module docstring, "Floor and κ")."""
-    return float((max(n_samples, n_params) * FLOAT32_EPS) ** 2)
+    """Default relative eigenvalue floor ``P · ε_float32`` (module docstring, "Floor and κ").
+
+    ``n_samples`` is accepted for API stability; the floor depends on the FIM's size P only.
+    """
+    return float(n_params * FLOAT32_EPS)
 
 
 def fisher_eigenvalues(gradients: np.ndarray | torch.Tensor, weights: np.ndarray | None = None) -> np.ndarray:
@@ -561,7 +581,15 @@ def spectrum_report(
         log_q = {f"p{q}": float(v) for q, v in zip(qs, np.percentile(np.log10(above), qs))}
     else:
         eff_rank, log_q = 0.0, {}
+    if trace > 0:
+        k99 = int(np.searchsorted(np.cumsum(eig) / trace, 0.99) + 1)
+        k99 = min(k99, int(eig.size))
+        kappa_99 = float(eig[0] / eig[k99 - 1]) if eig[k99 - 1] > 0 else math.inf
+    else:
+        k99, kappa_99 = 0, math.inf
     spectrum = {
+        "kappa_99": kappa_99,
+        "k_99": k99,
         "trace": trace,
         "effective_rank": eff_rank,
         "top5": [float(v) for v in eig[:5]],
@@ -757,7 +785,7 @@ def recommend_head(
         "n_bootstrap": n_bootstrap,
         "bootstrap": "paired block bootstrap over batches",
         "max_seq_length": max_seq_length,
-        "floor_rule": "floor = lambda_max * rtol, rtol = (max(n, P) * eps_float32)^2 unless given"
+        "floor_rule": "floor = lambda_max * rtol, rtol = P * eps_float32 (numpy matrix_rank, float32) unless given"
         + (f" (given rtol={rtol})" if rtol is not None else ""),
     }
     return Recommendation(
@@ -861,7 +889,7 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="in-batch-negative batch size")
     p.add_argument("--bootstrap", type=int, default=DEFAULT_BOOTSTRAP, help="bootstrap resamples (0 = none)")
     p.add_argument("--seed", type=int, default=0, help="row-sampling and bootstrap seed")
-    p.add_argument("--rtol", type=float, default=None, help="relative eigenvalue floor (default (max(n,P)*eps32)^2)")
+    p.add_argument("--rtol", type=float, default=None, help="relative eigenvalue floor (default P*eps_float32)")
     p.add_argument("--max-seq-length", type=int, default=None, help="token limit while encoding")
     p.add_argument("--data-dir", default=None, help="data directory (default $ST_MAGNITUDE_DATA)")
     p.set_defaults(func=_run_cli)
