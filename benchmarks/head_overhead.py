@@ -93,7 +93,7 @@ def main() -> int:
                           train_overhead_pct=100 * (step / med["Normalize (ST)"]["train_step_s"] - 1),
                           encode_spread_s=[min(times[name]["encode_s"]), max(times[name]["encode_s"])],
                           train_spread_s=[min(times[name]["train_step_s"]), max(times[name]["train_step_s"])]))
-    command = "nice -n 15 python benchmarks/head_overhead.py " + " ".join(sys.argv[1:])
+    command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python benchmarks/head_overhead.py " + " ".join(sys.argv[1:])
     lines = "\n".join(
         f"| {t['variant']} | {t['encode_docs_per_s']:.1f} | {t['encode_overhead_pct']:+.1f}% | "
         f"{t['encode_spread_s'][0]:.2f}-{t['encode_spread_s'][1]:.2f} | {t['train_step_median_s']:.2f} | "

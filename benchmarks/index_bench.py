@@ -225,7 +225,7 @@ def main() -> int:
     if args.nlist is None:
         args.nlist = int(max(16, min(len(docs) // 39, round(4 * np.sqrt(len(docs))))))
     rows = run(docs, queries, [m.strip() for m in args.methods.split(",")], args)
-    command = "nice -n 15 python " + " ".join(["benchmarks/index_bench.py"] + sys.argv[1:])
+    command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python " + " ".join(["benchmarks/index_bench.py"] + sys.argv[1:])
     env = dict(python=platform.python_version(), faiss=faiss.__version__, threads=args.threads,
                cpu_count=os.cpu_count(), load_avg_1m=os.getloadavg()[0],
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

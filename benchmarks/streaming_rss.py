@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -74,7 +75,7 @@ def main() -> int:
                     return 1
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(rows[-1], flush=True)
-    command = "nice -n 15 python benchmarks/streaming_rss.py " + " ".join(sys.argv[1:])
+    command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python benchmarks/streaming_rss.py " + " ".join(sys.argv[1:])
     table = "\n".join(
         f"| {r['mode']} | {r['n']:,} | {r['peak_rss_mib']:.0f} | {r['peak_rss_mib'] - r['rss_before_mib']:.0f} | "
         f"{r['seconds']:.1f} |" for r in rows)
