@@ -67,6 +67,7 @@ class AblationConfig:
         calibrate: ``"off"``, ``"on"`` or ``"both"``: scale the raw side(s) of each magnitude-keeping head to
             unit mean norm on 512 training rows before fine-tuning (:func:`st_magnitude.calibration.calibrate_head`);
             ``"both"`` runs each such head twice, reporting the calibrated run as ``<head>+cal``.
+        include_base: evaluate the untouched base model as a reference row.
         save_models: keep each fine-tuned model under ``output/models/<head>``.
         logging_steps: steps between training log entries (loss, norms, τ_eff, γ).
     """
@@ -95,6 +96,7 @@ class AblationConfig:
     use_negatives: bool = True
     mine_negatives: int = 0
     calibrate: str = "off"
+    include_base: bool = True
     save_models: bool = False
     logging_steps: int = 10
 
@@ -297,7 +299,8 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
         _write_outputs(results, output)
 
     set_seed(config.seed)
-    evaluate(_load_base(config), "base")
+    if config.include_base:
+        evaluate(_load_base(config), "base")
     runs: list[tuple[str, str, bool]] = []
     for head_name in config.heads:
         magnitude = make_head(head_name).keeps_magnitude
@@ -465,6 +468,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mine-negatives", type=int, help="mine this many hard negatives per row with the base model")
     p.add_argument("--calibrate", choices=["off", "on", "both"],
                    help="norm calibration of magnitude-keeping heads before training (default off)")
+    p.add_argument("--skip-base", dest="include_base", action="store_false", default=None,
+                   help="do not evaluate the untouched base model")
     p.add_argument("--save-models", action="store_true", default=None, help="keep each fine-tuned model")
     p.set_defaults(func=_run_cli)
 
