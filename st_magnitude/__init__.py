@@ -8,6 +8,7 @@ Contrastive Learning") as sentence-transformers modules (:class:`Cosine`, :class
 from st_magnitude.errors import (
     DataValidationError,
     HeadConfigError,
+    IndexMismatchError,
     MissingTaskError,
     NonFiniteEmbeddingError,
     StMagnitudeError,
@@ -28,6 +29,7 @@ from st_magnitude.heads import (
     gamma_learning_rate_mapping,
     make_head,
 )
+from st_magnitude.index import build_index, encode_corpus, load_index, save_index, search
 from st_magnitude.losses import MagnitudeInfoNCELoss, MagnitudeLoggingCallback
 from st_magnitude.symmetry import SymmetryDecision, check_task, is_symmetric
 
@@ -61,4 +63,10 @@ __all__ = [
     "NonFiniteEmbeddingError",
     "DataValidationError",
     "HeadConfigError",
+    "IndexMismatchError",
+    "build_index",
+    "search",
+    "save_index",
+    "load_index",
+    "encode_corpus",
 ]

@@ -15,6 +15,7 @@ __all__ = [
     "NonFiniteEmbeddingError",
     "DataValidationError",
     "HeadConfigError",
+    "IndexMismatchError",
 ]
 
 
@@ -77,3 +78,11 @@ class DataValidationError(StMagnitudeError, ValueError):
 
 class HeadConfigError(StMagnitudeError, ValueError):
     """A head was constructed or loaded with an invalid configuration (γ outside [0, 1], wrong type, ...)."""
+
+
+class IndexMismatchError(StMagnitudeError, ValueError):
+    """An index was used with, or loaded for, a head or dimension other than the one it was built for.
+
+    An index built for a Cosine model holds normalized documents; one built for QNorm holds raw documents
+    and (with the MIPS-to-L2 transform) a constant M. Mixing them silently returns wrong rankings, so it fails.
+    """

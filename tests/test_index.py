@@ -101,7 +101,7 @@ def test_mips_transform_rejects_norm_above_m() -> None:
 def test_save_load_roundtrip_and_mismatch(tmp_path) -> None:
     rng = np.random.default_rng(1)
     docs = rng.standard_normal((60, 8)).astype(np.float32)
-    index = build_index(docs, head=QNorm(), kind="hnsw", doc_ids=[f"d{i}" for i in range(60)])
+    index = build_index(docs, head=QNorm(), kind="hnsw", transform="mips_l2", doc_ids=[f"d{i}" for i in range(60)])
     save_index(index, tmp_path / "idx")
     meta = json.loads((tmp_path / "idx" / "index.json").read_text())
     assert meta["head"] == {"name": "QNorm", "gamma_query": 1.0, "gamma_document": 0.0}
