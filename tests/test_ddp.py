@@ -43,8 +43,8 @@ def test_ddp_two_processes_match_one_process(tiny_bert_dir, tmp_path):
          "--out", str(tmp_path / "ddp.pt"), "--batch-size", "4", "--ddp-mode", "static"],
         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    out_single, _ = single.communicate(timeout=300)
-    out_ddp, _ = ddp.communicate(timeout=300)
+    out_single, _ = single.communicate(timeout=600)
+    out_ddp, _ = ddp.communicate(timeout=600)
     assert single.returncode == 0, out_single[-4000:]
     assert ddp.returncode == 0, out_ddp[-4000:]
 

@@ -62,7 +62,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=600, check=False
     )
 
 

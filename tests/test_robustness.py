@@ -200,14 +200,14 @@ class _Killed(Exception):
 
 
 def test_killed_run_resumes_from_last_checkpoint(tiny_bert_dir, tmp_path):
-    """Kill after step 3 (checkpoint at step 2), resume: steps 3..6 run once each, and the result equals an
+    """Kill after step 3 (checkpoint at step 2), resume: steps 3 and 4 run once each, and the result equals an
     uninterrupted run (losses within 1e-5, weights and γ within 1e-5)."""
     from transformers import TrainerCallback
 
-    words = "cat dog house car tree river city music book water fire sun".split()
+    words = "cat dog house car tree river city music".split()
     data = {"anchor": [f"{w} {v}" for w, v in zip(words, words[1:] + words[:1])],
             "positive": [f"the {w} and the {v}" for w, v in zip(words, words[1:] + words[:1])]}
-    args = dict(max_steps=6, per_device_train_batch_size=4, save_strategy="steps", save_steps=2, logging_steps=1,
+    args = dict(max_steps=4, per_device_train_batch_size=4, save_strategy="steps", save_steps=2, logging_steps=1,
                 learning_rate=1e-3)
 
     class Steps(TrainerCallback):
@@ -235,10 +235,10 @@ def test_killed_run_resumes_from_last_checkpoint(tiny_bert_dir, tmp_path):
     resumed_cb = Steps()
     resumed, trainer = trained(tmp_path / "run", resumed_cb, resume=True)
 
-    assert full_cb.done == [1, 2, 3, 4, 5, 6]
-    assert resumed_cb.done == [3, 4, 5, 6]  # step 3 (not checkpointed) redone once; 1-2 not repeated
+    assert full_cb.done == [1, 2, 3, 4]
+    assert resumed_cb.done == [3, 4]  # step 3 (not checkpointed) redone once; 1-2 not repeated
     logged = [e["step"] for e in trainer.state.log_history if "loss" in e]
-    assert logged == [1, 2, 3, 4, 5, 6]
+    assert logged == [1, 2, 3, 4]
     full_losses = [e["loss"] for e in full_trainer.state.log_history if "loss" in e]
     resumed_losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     np.testing.assert_allclose(resumed_losses, full_losses, atol=1e-5)
