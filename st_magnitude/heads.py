@@ -236,7 +236,13 @@ class MagnitudeHead(Module):
             k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs
         }
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub_kwargs)
-        return cls.from_config(config, source=f"{model_name_or_path}/{subfolder}".rstrip("/"))
+        source = f"{model_name_or_path}/{subfolder}".rstrip("/")
+        if not config:
+            raise HeadConfigError(
+                f"{source}: the head's config.json is missing or empty, so its γ values and scales are unknown; "
+                "re-save the model with st-magnitude (model.save) or restore the file."
+            )
+        return cls.from_config(config, source=source)
 
     @classmethod
     def from_config(cls, config: dict[str, Any], source: str = "<dict>") -> Self:
@@ -490,6 +496,10 @@ def attach_head(
         logger.info("attach_head: removed trailing %s", type(removed).__name__)
     model.append(head)
     model.similarity_fn_name = head.similarity_fn_name
+    card_data = getattr(model, "model_card_data", None)
+    if card_data is not None and hasattr(card_data, "ir_model"):
+        # ST's model card then shows encode_query/encode_document, which asymmetric heads need.
+        card_data.ir_model = True
     if calibrate_on is not None:
         from st_magnitude.calibration import calibrate_head
 

@@ -14,7 +14,8 @@ from torch import Tensor
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from st_magnitude.functional import effective_temperature
-from st_magnitude.heads import LearnableNorm, MagnitudeHead, find_head
+from st_magnitude.errors import DataValidationError
+from st_magnitude.heads import LearnableNorm, MagnitudeHead, find_head, resolve_role
 
 __all__ = ["DEFAULT_TEMPERATURE", "MagnitudeInfoNCELoss", "MagnitudeLoggingCallback"]
 
@@ -118,6 +119,8 @@ class MagnitudeInfoNCELoss(MultipleNegativesRankingLoss):
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         """Embed every column (one forward for the anchors, one merged forward for the candidates),
         record the magnitude statistics, and return the InfoNCE loss (a scalar tensor)."""
+        sentence_features = list(sentence_features)
+        _check_column_roles(sentence_features)
         embeddings = embed_columns(self.model, sentence_features)
         if self.training or torch.is_grad_enabled():
             self._record(embeddings)
@@ -173,6 +176,17 @@ class MagnitudeInfoNCELoss(MultipleNegativesRankingLoss):
         config.pop("scale", None)
         config["temperature"] = self.tau
         return config
+
+
+def _check_column_roles(sentence_features: list[dict[str, Any]]) -> None:
+    """Raise if the roles stamped by ``router_mapping`` contradict InfoNCE's layout (query first, then documents)."""
+    roles = [resolve_role(features.get("task")) for features in sentence_features]
+    if roles[0] == "document" or "query" in roles[1:]:
+        raise DataValidationError(
+            f"The training columns reach the loss with roles {roles}, but InfoNCE needs the query column first and "
+            "documents after it. Put the anchor/query column first in the dataset (e.g. "
+            "dataset.select_columns(['anchor', 'positive', 'negative'])) and map it to 'query' in router_mapping."
+        )
 
 
 class MagnitudeLoggingCallback(TrainerCallback):

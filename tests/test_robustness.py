@@ -1,8 +1,6 @@
 """Robustness catalogue: one test per bad input; the behaviour is documented in docs/robustness.md.
 
-Every case ends in a clear error or a documented, tested behaviour. Cases whose right behaviour needs a change
-in code this file's author does not own are xfail(strict=True), so they turn into failures once fixed
-(then drop the marker).
+Every case ends in a clear error or a documented, tested behaviour.
 """
 
 from __future__ import annotations
@@ -110,13 +108,6 @@ def test_misnamed_columns_fail_at_first_step(tiny_bert_dir, tmp_path):
         trainer.train()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="losses.py: ST takes the first column as the anchor whatever its name; with columns (positive, anchor) "
-    "the documents become the InfoNCE queries and training runs silently. Requested: MagnitudeInfoNCELoss.forward "
-    "raises DataValidationError when sentence_features[0]['task'] resolves to 'document' or a later column's to "
-    "'query'.",
-)
 def test_columns_in_wrong_order_fail(tiny_bert_dir, tmp_path):
     data = {"positive": PAIRS["positive"], "anchor": PAIRS["anchor"]}
     trainer = _train(_tiny(tiny_bert_dir, QNorm()), data, ROUTER, tmp_path)
