@@ -29,6 +29,7 @@ from st_magnitude.heads import (
     gamma_learning_rate_mapping,
     make_head,
 )
+from st_magnitude.fisher import FisherReport, Recommendation, fisher_condition_number, recommend_head
 from st_magnitude.hub import push_to_hub, save_magnitude_model, write_model_card
 from st_magnitude.index import build_index, encode_corpus, load_index, save_index, search
 from st_magnitude.losses import MagnitudeInfoNCELoss, MagnitudeLoggingCallback
@@ -70,6 +71,10 @@ __all__ = [
     "save_index",
     "load_index",
     "encode_corpus",
+    "fisher_condition_number",
+    "recommend_head",
+    "FisherReport",
+    "Recommendation",
     "save_magnitude_model",
     "push_to_hub",
     "write_model_card",
