@@ -329,16 +329,17 @@ def analyze_magnitudes(
         "relevant_vs_random": asdict(cohens_d_bootstrap(groups["relevant"], groups["random"], n_resamples, seed=seed)),
     }
     lengths = _token_lengths(headless, doc_texts)
-    sp = spearmanr(d_pooled_norm, lengths)
-    pe = pearsonr(d_pooled_norm, lengths) if np.std(lengths) > 0 else None
-    length_corr = {
-        "spearman": float(sp.statistic),
-        "spearman_p": float(sp.pvalue),
-        "pearson": float(pe.statistic) if pe is not None else float("nan"),
-        "pearson_p": float(pe.pvalue) if pe is not None else float("nan"),
-        "n": int(len(doc_ids)),
-        "mean_tokens": float(lengths.mean()),
-    }
+    length_corr: dict[str, Any] = {"n": int(len(doc_ids)), "mean_tokens": float(lengths.mean())}
+    if np.ptp(lengths) > 0:
+        sp = spearmanr(d_pooled_norm, lengths)
+        pe = pearsonr(d_pooled_norm, lengths)
+        length_corr.update(spearman=float(sp.statistic), spearman_p=float(sp.pvalue),
+                           pearson=float(pe.statistic), pearson_p=float(pe.pvalue))
+    else:
+        # Every document was truncated to the same length: a correlation is undefined, not NaN-silently reported.
+        length_corr.update(spearman=None, spearman_p=None, pearson=None, pearson_p=None,
+                           note=f"all {len(doc_ids)} documents have {int(lengths[0])} tokens after truncation "
+                                "(raise --max-seq-length to measure a length correlation)")
     import torch
 
     tau_eff = effective_temperature(torch.from_numpy(np.asarray(q_head, dtype=np.float32)), temperature).numpy()
@@ -426,7 +427,10 @@ def format_report(report: MagnitudeReport) -> str:
             f"Cohen's d {name:<20} {e['d']:+.3f}  {int(e['confidence'] * 100)}% CI [{e['ci_low']:+.3f}, {e['ci_high']:+.3f}]"
         )
     lc = report.length_correlation
-    lines.append(f"‖d‖ vs token length: Spearman {lc['spearman']:+.3f}, Pearson {lc['pearson']:+.3f} (n={lc['n']})")
+    if lc.get("spearman") is None:
+        lines.append(f"‖d‖ vs token length: n/a ({lc.get('note', 'no length variation')})")
+    else:
+        lines.append(f"‖d‖ vs token length: Spearman {lc['spearman']:+.3f}, Pearson {lc['pearson']:+.3f} (n={lc['n']})")
     qn, tau = report.query_norms, report.effective_temperature
     lines.append(
         f"query ‖q‖ (pooled): mean {qn['mean']:.4f}, median {qn['median']:.4f}; τ_eff = τ/‖q_head‖ median "

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("ST_MAGNITUDE_DATA", REPO.parent / "shared" / "data"))
+DATA_DIR = Path(os.environ.get("ST_MAGNITUDE_DATA", REPO.parent / "shared" / "data")).resolve()
 
 _WORDS = (
     "the a of and to in is was for on that with as by at from it an be this are or which his her "

@@ -95,7 +95,7 @@ def test_analyze_cli_on_scifact(minilm_path: str, data_dir: Path, tmp_path: Path
     from st_magnitude.data import subsample_beir
 
     code = main(["analyze", "--model", minilm_path, "--dataset", "beir-scifact", "--data-dir", str(data_dir),
-                 "--max-queries", "12", "--max-docs", "60", "--max-seq-length", "128", "--n-resamples", "200",
+                 "--max-queries", "12", "--max-docs", "60", "--max-seq-length", "256", "--n-resamples", "200",
                  "--output", str(tmp_path)])
     assert code == 0
     report = json.loads((tmp_path / "magnitude_report.json").read_text())
