@@ -7,7 +7,7 @@ with ST's ``InformationRetrievalEvaluator`` (queries via ``encode_query``, docum
 dot-product scores) on every evaluation set. The untouched base model is evaluated too, as a reference row.
 
 Outputs in ``output``: ``results.json``, ``results.md`` (table), ``ablation.png`` (bar chart) and, when
-LearnableNorm is trained, ``gamma.png`` (γ trajectory).
+LearnableNorm is trained for at least ``logging_steps`` steps, ``gamma.png`` (γ trajectory).
 """
 
 from __future__ import annotations
@@ -290,6 +290,8 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
     def evaluate(model: Any, row: str) -> None:
         results["results"][row] = {}
         for name, data in eval_sets.items():
+            print(f"[ablation] evaluating {row} on {name} ({len(data.queries)} queries, {len(data.corpus)} documents)",
+                  flush=True)
             t0 = time.perf_counter()
             metrics = evaluate_retrieval(model, data, batch_size=config.eval_batch_size, show_progress_bar=True)
             results["results"][row][name] = {k: round(v, 6) for k, v in metrics.items()}
@@ -308,7 +310,9 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
             runs.append((head_name, head_name, False))
         if config.calibrate in ("on", "both") and magnitude:
             runs.append((head_name if config.calibrate == "on" else f"{head_name}+cal", head_name, True))
-    for row, head_name, calibrated in runs:
+    for position, (row, head_name, calibrated) in enumerate(runs, start=1):
+        print(f"[ablation] training {row} ({position}/{len(runs)}): {config.max_steps} steps x {config.batch_size} "
+              f"rows on {config.train}", flush=True)
         set_seed(config.seed)
         model = attach_head(_load_base(config), make_head(head_name))
         calibration = None
@@ -361,15 +365,17 @@ def render_markdown(results: dict[str, Any], metric: str = "ndcg@10") -> str:
     lines = [
         f"{metric.upper()} after {results['config']['max_steps']} steps x {results['config']['batch_size']} rows on "
         f"`{results['config']['train']}` (τ = {results['config']['temperature']}, seed {results['config']['seed']}); "
-        "relative change vs cosine in brackets.",
+        "relative change vs cosine in parentheses.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     if subsampled:
         sub = results["datasets"][subsampled[0]]["subsample"]
-        lines.insert(1, f"Subsampled evaluation ({sub['max_queries']} queries, ~{sub['max_docs']} documents per set, "
-                        "judged ones kept): scores are higher than on the full sets.")
+        sizes = ", ".join(f"{n}: {results['datasets'][n]['queries']} queries / {results['datasets'][n]['docs']} documents"
+                          for n in subsampled)
+        lines[1:1] = ["", f"Subsampled evaluation (seeded; every judged document of the kept queries, plus random "
+                          f"others up to {sub['max_docs']}; {sizes}): scores are higher than on the full sets."]
     cosine = results["results"].get("cosine")
     for row, per_dataset in results["results"].items():
         cells = [row]
@@ -405,7 +411,7 @@ def _plot(results: dict[str, Any], output: Path) -> None:
     datasets = results["config"]["eval"]
     if not rows:
         return
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(datasets), 3.6))
+    fig, ax = plt.subplots(figsize=(3.0 + 1.6 * len(datasets), 3.6))
     width = 0.8 / len(rows)
     x = np.arange(len(datasets))
     for i, row in enumerate(rows):
@@ -414,7 +420,7 @@ def _plot(results: dict[str, Any], output: Path) -> None:
     ax.set_xticks(x, [f"{n}\n({'ID' if results['datasets'].get(n, {}).get('in_domain') else 'OOD'})" for n in datasets])
     ax.set_ylabel("NDCG@10")
     ax.set_title(f"{results['config']['max_steps']} steps on {results['config']['train']}")
-    ax.legend(fontsize=7, ncol=3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(output / "ablation.png", dpi=120)
     plt.close(fig)
@@ -441,7 +447,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         "ablation",
         help="fine-tune one model per head and compare retrieval (the main job)",
         description="Fine-tune the same base model once per head (cosine, dot, qnorm, dnorm, learnable) and "
-        "evaluate each on BEIR sets; writes results.json, results.md and ablation.png to --output.",
+        "evaluate each on BEIR sets; writes results.json, results.md, ablation.png (and gamma.png for "
+        "LearnableNorm) to --output.",
     )
     p.add_argument("--preset", choices=sorted(PRESETS), help="named settings; explicit flags override them")
     p.add_argument("--model", help="base model path or name (default: packaged all-MiniLM-L6-v2)")
@@ -494,5 +501,6 @@ def _run_cli(args: argparse.Namespace) -> int:
     results = run_ablation(config)
     print()
     print(render_markdown(results))
-    print(f"Wrote {Path(config.output) / 'results.json'}, results.md and ablation.png")
+    written = ["results.json", "results.md", "ablation.png"] + (["gamma.png"] if (Path(config.output) / "gamma.png").exists() else [])
+    print(f"Wrote {', '.join(written)} to {config.output}")
     return 0

@@ -443,6 +443,7 @@ def subsample_beir(data: BeirData, max_queries: int | None = None, max_docs: int
         **data.report,
         "docs": len(corpus),
         "queries": len(qids),
+        "qrels": sum(len(data.qrels[q]) for q in qids),
         "subsample": {"max_queries": max_queries, "max_docs": max_docs, "seed": seed,
                       "full_docs": len(data.corpus), "full_queries": len(data.queries)},
     }

@@ -23,3 +23,19 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_ci_installs_cpu_torch_first() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "pip install torch==2.13.0 &&" in ci
+
+
+def test_cli_help_lists_every_subcommand_without_heavy_imports() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from st_magnitude.cli import build_parser; build_parser('').format_help(); "
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'mteb', 'faiss') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from st_magnitude.cli import SUBCOMMANDS, build_parser
+
+    help_text = build_parser("").format_help()
+    assert all(name in help_text for name in SUBCOMMANDS)
