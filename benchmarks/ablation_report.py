@@ -18,7 +18,8 @@ from pathlib import Path
 from st_magnitude.ablation import render_markdown
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SAME = ("train", "max_steps", "batch_size", "seed", "temperature", "eval", "learning_rate", "max_seq_length")
+SAME = ("train", "max_steps", "batch_size", "seed", "temperature", "learning_rate", "max_seq_length")
+"""Settings that must agree; evaluation sets may differ (a later run may cover a subset; missing cells show –)."""
 
 
 def merge(runs: list[tuple[Path, str]]) -> dict:

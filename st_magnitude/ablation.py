@@ -116,14 +116,14 @@ class AblationConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # About 15 minutes on 2 CPU cores: 5 heads x 40 steps x 16 triplets; NFCorpus in-domain and SciFact
-    # out-of-domain, each on 100 queries over a 2,000-document subsample, at 128 tokens; plus the base row.
+    # About 15 minutes on 2 CPU cores: 5 heads x 30 steps x 16 triplets; NFCorpus in-domain and SciFact
+    # out-of-domain, each on 60 queries over a ~1,500-document subsample, at 128 tokens; plus the base row.
     "quick": {
-        "max_steps": 40,
+        "max_steps": 30,
         "batch_size": 16,
         "eval": ["beir-nfcorpus", "beir-scifact"],
-        "eval_max_queries": 100,
-        "eval_max_docs": 2000,
+        "eval_max_queries": 60,
+        "eval_max_docs": 1500,
         "max_seq_length": 128,
         "logging_steps": 10,
     },
