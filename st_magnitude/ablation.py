@@ -101,18 +101,30 @@ class AblationConfig:
     logging_steps: int = 10
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the bad field."""
+        """Raise :class:`~st_magnitude.errors.ConfigurationError` (a ``ValueError``) naming the bad field."""
+        from st_magnitude.errors import ConfigurationError
+
+        if not self.heads:
+            raise ConfigurationError(f"Give at least one head (--heads), from {sorted(HEADS)}.")
         unknown = [h for h in self.heads if h not in HEADS]
-        if unknown or not self.heads:
-            raise ValueError(f"Unknown heads {unknown or self.heads}; choose from {sorted(HEADS)}.")
+        if unknown:
+            raise ConfigurationError(f"Unknown heads {unknown}; choose from {sorted(HEADS)}.")
         if self.max_steps < 1 or self.batch_size < 2:
-            raise ValueError("max_steps must be >= 1 and batch_size >= 2 (InfoNCE needs in-batch negatives).")
+            raise ConfigurationError("max_steps must be >= 1 and batch_size >= 2 (InfoNCE needs in-batch negatives).")
         if not self.eval:
-            raise ValueError("Give at least one evaluation set (--eval).")
+            raise ConfigurationError("Give at least one evaluation set (--eval).")
         if self.calibrate not in ("off", "on", "both"):
-            raise ValueError(f"calibrate must be 'off', 'on' or 'both', got {self.calibrate!r}.")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}.")
+            raise ConfigurationError(f"calibrate must be 'off', 'on' or 'both', got {self.calibrate!r}.")
+        for name in ("temperature", "learning_rate", "gamma_learning_rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}.")
+        for name in ("train_rows", "eval_max_queries", "eval_max_docs"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigurationError(f"{name} must be >= 1 (or unset for all), got {value}.")
+        if self.mine_negatives < 0 or self.max_seq_length < 8:
+            raise ConfigurationError("mine_negatives must be >= 0 and max_seq_length >= 8.")
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -207,6 +219,14 @@ def _train_one(model: Any, head_name: str, train_dataset: Any, config: AblationC
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
+    if trainer.state.global_step < config.max_steps:
+        from st_magnitude.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{head_name}: only {trainer.state.global_step} of {config.max_steps} steps ran (the no-duplicates batch "
+            "sampler could not fill enough batches from this data); lower --batch-size or --max-steps. Refusing to "
+            "report an under-trained model as trained."
+        )
     log = [
         {k: v for k, v in entry.items() if k in ("step", "loss", "learning_rate", "query_norm", "pos_doc_norm",
                                                  "neg_doc_norm", "tau_eff", "gamma_query", "gamma_document")}
@@ -265,6 +285,13 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
             name: subsample_beir(data, config.eval_max_queries, config.eval_max_docs, seed=config.seed)
             for name, data in eval_sets.items()
         }
+    if len(train_dataset) < config.batch_size:
+        from st_magnitude.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{config.train} has {len(train_dataset)} usable rows, fewer than one batch of {config.batch_size}: no "
+            "training step could run. Lower --batch-size or use more rows."
+        )
     train_domain = _domain(config.train)
     results: dict[str, Any] = {
         "config": dataclasses.asdict(config),

@@ -59,6 +59,8 @@ def calibrate_head(
     Source: the start-up-shock analysis in this project's issue 7 (a probe measured the first-50-step loss
     4.1 for QNorm vs 3.0 for calibrated QNorm); temperature reading of magnitude: arXiv:2602.09229.
     """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer (texts sampled per side), got {n!r}.")
     head = find_head(model)
     if not isinstance(head, MagnitudeHead):
         raise TypeError("calibrate_head needs a model whose last module is a magnitude head (use attach_head first).")
@@ -70,7 +72,7 @@ def calibrate_head(
         if gamma >= 1.0:
             result[f"{role}_mean_norm"] = 1.0
             result[attr] = 1.0
-            result[f"n_{role}s" if role == "query" else "n_documents"] = 0
+            result["n_queries" if role == "query" else "n_documents"] = 0
             continue
         sample = _sample(texts, n, seed)
         if not sample:
@@ -89,6 +91,8 @@ def calibrate_head(
 
 def _split_texts(calibrate_on: Any) -> tuple[list[str], list[str]]:
     if isinstance(calibrate_on, tuple) and len(calibrate_on) == 2:
+        if isinstance(calibrate_on[0], str) or isinstance(calibrate_on[1], str):
+            raise ValueError("calibrate_on=(queries, documents) takes two lists of texts, not two strings.")
         return list(calibrate_on[0]), list(calibrate_on[1])
     columns = getattr(calibrate_on, "column_names", None) or (list(calibrate_on) if isinstance(calibrate_on, dict) else None)
     if columns is None:

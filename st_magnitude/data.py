@@ -17,6 +17,7 @@ import csv
 import gzip
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -84,17 +85,21 @@ def _open_text(path: Path) -> Any:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{path}:{line_no}: not valid JSON ({exc.msg}).") from None
-            if not isinstance(row, dict):
-                raise DataValidationError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}.")
-            yield line_no, row
+    try:
+        with _open_text(path) as handle:
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataValidationError(f"{path}:{line_no}: not valid JSON ({exc.msg}).") from None
+                if not isinstance(row, dict):
+                    raise DataValidationError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}.")
+                yield line_no, row
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+        raise DataValidationError(f"{path}: cannot be read as UTF-8 JSON lines{' (gzip)' if path.suffix == '.gz' else ''}: "
+                                  f"{type(exc).__name__}: {exc}") from None
 
 
 def _text_of(value: Any) -> str:
@@ -212,6 +217,11 @@ def load_beir(
         elif not corpus[did]:
             dropped["empty_doc"] += 1
         elif did in qrels.get(qid, {}):
+            if qrels[qid][did] != grade:
+                raise DataValidationError(
+                    f"{where}: ({qid}, {did}) is judged twice with different grades ({qrels[qid][did]} and {grade}); "
+                    "fix the qrels file."
+                )
             dropped["duplicate_pair"] += 1
         else:
             qrels.setdefault(qid, {})[did] = grade
@@ -275,9 +285,11 @@ def _iter_qrels(path: Path) -> Iterator[tuple[str, str, str, int]]:
             if len(row) < 3:
                 raise DataValidationError(f"{path}:{line_no}: expected 'query-id<TAB>corpus-id<TAB>score'.")
             try:
-                grade = int(float(row[2]))
+                grade = int(row[2])
             except ValueError:
-                raise DataValidationError(f"{path}:{line_no}: score {row[2]!r} is not a number.") from None
+                raise DataValidationError(
+                    f"{path}:{line_no}: relevance grade {row[2]!r} is not an integer (BEIR/TREC grades are 0, 1, 2, ...)."
+                ) from None
             yield f"{path}:{line_no}", row[0], row[1], grade
 
 
@@ -334,6 +346,7 @@ def load_training_triplets(
     dropped_empty = 0
     if path is not None:
         has_negative = None
+        file_has_negative = False
         for line_no, row in _iter_jsonl(path):
             if "query" not in row or "positive" not in row:
                 raise DataValidationError(
@@ -341,9 +354,16 @@ def load_training_triplets(
                     f"{sorted(row)}."
                 )
             if has_negative is None:
-                has_negative = with_negatives and "negative" in row
+                file_has_negative = "negative" in row
+                has_negative = with_negatives and file_has_negative
                 if has_negative:
                     rows["negative"] = []
+            elif ("negative" in row) != file_has_negative:
+                raise DataValidationError(
+                    f"{path}:{line_no}: this row {'has' if 'negative' in row else 'lacks'} a 'negative' but the first "
+                    "row does not agree; give every row a negative, or none (use with_negatives=False / "
+                    "--no-negatives to ignore them)."
+                )
             texts = [_text_of(row["query"]), _text_of(row["positive"])]
             if has_negative:
                 texts.append(_text_of(row.get("negative")))
@@ -409,11 +429,19 @@ def load_sts(name: str | os.PathLike[str], split: str = "test", data_dir: str | 
             if not a or not b:
                 raise DataValidationError(f"{path}:{line_no}: empty sentence.")
             try:
-                scores.append(float(row["score"]))
+                score = float(row["score"])
             except (TypeError, ValueError):
                 raise DataValidationError(f"{path}:{line_no}: score {row['score']!r} is not a number.") from None
+            if not math.isfinite(score):
+                raise DataValidationError(f"{path}:{line_no}: score {row['score']!r} is not finite.")
+            scores.append(score)
             s1.append(a)
             s2.append(b)
+    if len(scores) < 2 or len(set(scores)) < 2:
+        raise DataValidationError(
+            f"{path}: needs at least 2 pairs with different gold scores (got {len(scores)} pairs); a Spearman ρ is "
+            "undefined otherwise."
+        )
     return StsData(name=folder.name, split=split, sentences1=s1, sentences2=s2, scores=scores)
 
 

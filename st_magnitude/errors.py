@@ -16,6 +16,7 @@ __all__ = [
     "DataValidationError",
     "HeadConfigError",
     "IndexMismatchError",
+    "ConfigurationError",
 ]
 
 
@@ -86,3 +87,7 @@ class IndexMismatchError(StMagnitudeError, ValueError):
     An index built for a Cosine model holds normalized documents; one built for QNorm holds raw documents
     and (with the MIPS-to-L2 transform) a constant M. Mixing them silently returns wrong rankings, so it fails.
     """
+
+
+class ConfigurationError(StMagnitudeError, ValueError):
+    """A run was configured with invalid settings (unknown head, steps < 1, a batch larger than the data, ...)."""

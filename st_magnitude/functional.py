@@ -31,7 +31,7 @@ DEFAULT_EPS: float = 1e-12
 """Floor on ‖x‖ before it is raised to γ: a zero vector maps to zero, never to NaN (as in ``F.normalize``)."""
 
 
-def check_finite(x: Tensor, what: str = "embedding") -> None:
+def check_finite(x: Tensor, what: str = "embedding", where: str = "before the magnitude head") -> None:
     """Raise :class:`NonFiniteEmbeddingError` if ``x`` holds NaN or ±inf.
 
     Args:
@@ -45,9 +45,9 @@ def check_finite(x: Tensor, what: str = "embedding") -> None:
     if not bool(finite.all()):
         bad_rows = int((~finite).reshape(x.shape[0], -1).any(dim=-1).sum()) if x.ndim > 0 else 1
         raise NonFiniteEmbeddingError(
-            f"{bad_rows} {what}(s) contain NaN or inf before the magnitude head (dtype {x.dtype}). A norm "
-            "computed from them would silently give NaN scores. Usual causes: fp16 overflow in the encoder "
-            "(run in float32 or bfloat16), a diverged training run (lower the learning rate), or NaN inputs."
+            f"{bad_rows} {what}(s) contain NaN or inf {where} (dtype {x.dtype}). They would silently give NaN "
+            "scores. Usual causes: fp16 overflow in the encoder (run in float32 or bfloat16), a diverged training "
+            "run (lower the learning rate), or NaN inputs."
         )
 
 
@@ -79,21 +79,29 @@ def magnitude_normalize(
 
     Source: arXiv:2602.09229, learnable normalization x / ‖x‖^γ.
     """
+    if not torch.is_floating_point(x):
+        raise TypeError(f"magnitude_normalize needs a floating-point tensor, got dtype {x.dtype}.")
     check_finite(x)
-    if not isinstance(gamma, Tensor) and not 0.0 <= float(gamma) <= 1.0:
-        raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}.")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, Tensor)):
+        raise TypeError(f"gamma must be a number or a 0-d tensor in [0, 1], got {gamma!r}.")
+    g = float(gamma.detach()) if isinstance(gamma, Tensor) else float(gamma)
+    if not 0.0 <= g <= 1.0:  # also rejects NaN
+        raise ValueError(f"gamma must lie in [0, 1], got {g!r}.")
     xf = x.float()
     if not isinstance(gamma, Tensor) and float(gamma) == 0.0:
         out = xf
     else:
-        norm = torch.linalg.vector_norm(xf, ord=2, dim=-1, keepdim=True).clamp_min(eps)
+        # float64 norm: ‖x‖² of float32 values above ~1.8e19 would overflow to inf (and the output to 0).
+        norm = torch.linalg.vector_norm(x.double(), ord=2, dim=-1, keepdim=True).clamp_min(eps).float()
         if not isinstance(gamma, Tensor) and float(gamma) == 1.0:
             out = xf / norm
         else:
             out = xf / norm.pow(gamma)
     if isinstance(scale, Tensor) or float(scale) != 1.0:
         out = out * scale
-    return out.to(x.dtype)
+    out = out.to(x.dtype)
+    check_finite(out, what="head output", where="after the magnitude head (the output overflows its dtype)")
+    return out
 
 
 def dot_scores(queries: Tensor, documents: Tensor) -> Tensor:
@@ -106,7 +114,7 @@ def dot_scores(queries: Tensor, documents: Tensor) -> Tensor:
         NonFiniteEmbeddingError: if a score is NaN or inf.
     """
     scores = queries @ documents.transpose(-1, -2)
-    check_finite(scores, what="score row")
+    check_finite(scores, what="score row", where="in the dot-product scores (overflow? compute in float32)")
     return scores
 
 
@@ -137,6 +145,8 @@ def cohens_d(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
     """
     xa = np.asarray(a, dtype=np.float64)
     xb = np.asarray(b, dtype=np.float64)
+    if not (np.isfinite(xa).all() and np.isfinite(xb).all()):
+        raise ValueError("Cohen's d needs finite values; the samples contain NaN or inf.")
     if xa.size < 2 or xb.size < 2:
         raise ValueError(f"Cohen's d needs at least 2 values per group, got {xa.size} and {xb.size}.")
     pooled = ((xa.size - 1) * xa.var(ddof=1) + (xb.size - 1) * xb.var(ddof=1)) / (xa.size + xb.size - 2)

@@ -235,8 +235,11 @@ class MagnitudeHead(Module):
         hub_kwargs = {
             k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs
         }
-        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub_kwargs)
         source = f"{model_name_or_path}/{subfolder}".rstrip("/")
+        try:
+            config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub_kwargs)
+        except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
+            raise HeadConfigError(f"{source}/config.json is not valid JSON ({exc}); re-save the model.") from None
         if not config:
             raise HeadConfigError(
                 f"{source}: the head's config.json is missing or empty, so its γ values and scales are unknown; "
@@ -415,7 +418,17 @@ class LearnableNorm(MagnitudeHead):
 
     def gamma(self, role: Role) -> Tensor:
         raw = self.raw_gamma_query if role == "query" else self.raw_gamma_document
+        if not bool(torch.isfinite(raw.detach())):
+            raise HeadConfigError(
+                f"LearnableNorm γ_{role} is {float(raw.detach())}: training diverged (or the γ learning rate is not a "
+                "finite positive number). Lower the γ learning rate (learning_rate_mapping) and retrain."
+            )
         return _ProjectedClamp.apply(raw)
+
+    @property
+    def similarity_fn_name(self) -> Literal["cosine", "dot"]:
+        """Always ``"dot"``: γ moves during training, and at γ = 1 the dot product of unit vectors is cosine anyway."""
+        return "dot"
 
     def get_config_dict(self) -> dict[str, Any]:
         config = super().get_config_dict()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from st_magnitude.errors import IndexMismatchError
+from st_magnitude.heads import resolve_role
 
 if TYPE_CHECKING:  # faiss and torch are imported lazily
     from sentence_transformers import SentenceTransformer
@@ -309,6 +310,12 @@ def build_index(
         raise ValueError(f"kind must be 'flat', 'hnsw' or 'ivf', got {kind!r}.")
     if transform not in ("auto", "mips_l2", "none"):
         raise ValueError(f"transform must be 'auto', 'mips_l2' or 'none', got {transform!r}.")
+    for name, value, low in (("hnsw_m", hnsw_m, 2), ("ef_construction", ef_construction, 1),
+                             ("ef_search", ef_search, 1), ("nprobe", nprobe, 1), ("add_batch", add_batch, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
+    if isinstance(corpus, str):
+        raise TypeError("corpus must be a sequence of texts, not a single string (wrap it in a list).")
     if hasattr(embeddings, "encode_document"):
         model = embeddings
         if corpus is None:
@@ -346,6 +353,8 @@ def build_index(
         params.update(hnsw_m=int(hnsw_m), ef_construction=int(ef_construction), ef_search=int(ef_search))
     else:
         nlist = int(nlist) if nlist is not None else max(1, min(n // 39, int(round(4 * math.sqrt(max(n, 1))))))
+        if n < 1 or not 1 <= nlist <= n:
+            raise ValueError(f"IVF needs 1 <= nlist <= number of documents ({n}), got nlist={nlist}.")
         quantizer = faiss.IndexFlat(d_index, metric)
         index = faiss.IndexIVFFlat(quantizer, d_index, nlist, metric)
         index.nprobe = int(nprobe)
@@ -389,6 +398,8 @@ def search(index: MagnitudeIndex, query_embeddings: np.ndarray, k: int) -> tuple
     """
     import faiss
 
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}.")
     q = _as_float32_2d(query_embeddings, "query embeddings")
     if q.shape[1] != index.dim:
         raise IndexMismatchError(
@@ -592,6 +603,13 @@ def encode_corpus(
     """
     from tqdm.auto import tqdm
 
+    if isinstance(corpus, str):
+        raise TypeError("encode_corpus: corpus must be a sequence of texts, not a single string.")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"encode_corpus: chunk_size must be an integer >= 1, got {chunk_size!r}.")
+    role = resolve_role(role)
+    if role is None:
+        raise ValueError("encode_corpus: role must be 'document' or 'query'.")
     n = len(corpus)
     if n == 0:
         raise ValueError("encode_corpus: the corpus is empty.")
@@ -646,7 +664,7 @@ def encode_corpus(
 
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"] * int(processes)
         own_pool = pool = model.start_multi_process_pool(devices[: int(processes)] if devices[0] != "cpu" else devices)
-    encode = model.encode_document if role == "document" else model.encode_query
+    encode = model.encode_document if resolve_role(role) == "document" else model.encode_query
     start_time = time.perf_counter()
     try:
         with tqdm(total=n, initial=done_docs, desc="encode_corpus", unit="doc", disable=not show_progress_bar) as bar:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,18 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, **kwargs: Any
         if all(t.startswith(("sentence_transformers.", "st_magnitude.")) for t in types):
             kwargs["trust_remote_code"] = any(t.startswith("st_magnitude.") for t in types)
     kwargs.setdefault("device", "cpu" if not _cuda_available() else None)
-    return SentenceTransformer(path, **kwargs)
+    model = SentenceTransformer(path, **kwargs)
+    from st_magnitude.heads import find_head
+
+    head = find_head(model)
+    if head is not None and model.similarity_fn_name != head.similarity_fn_name:
+        warnings.warn(
+            f"{path}: the saved similarity function {model.similarity_fn_name!r} does not match the "
+            f"{type(head).__name__} head, which needs {head.similarity_fn_name!r}; using {head.similarity_fn_name!r}.",
+            stacklevel=2,
+        )
+        model.similarity_fn_name = head.similarity_fn_name
+    return model
 
 
 def _cuda_available() -> bool:

@@ -73,7 +73,7 @@ def _run(wrapper, tasks):
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("head", "declared"),
-    [(Cosine(), "cosine"), (Dot(), "dot"), (QNorm(), "dot"), (DNorm(), "dot"), (LearnableNorm(), "cosine"),
+    [(Cosine(), "cosine"), (Dot(), "dot"), (QNorm(), "dot"), (DNorm(), "dot"), (LearnableNorm(), "dot"),
      (LearnableNorm(0.5, 0.5), "dot")],
 )
 def test_declared_similarity(tiny_model, head, declared: str) -> None:
