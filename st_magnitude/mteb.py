@@ -258,7 +258,20 @@ def _sample_suffix(max_queries: int | None, max_docs: int | None, seed: int) -> 
     return f"-q{max_queries or 'all'}-d{max_docs or 'all'}-s{seed}"
 
 
-class LocalRetrievalTask(_AbsTaskRetrieval):  # type: ignore[misc,valid-type]
+class _InstanceMetadata:
+    """Per-instance ``metadata`` for local tasks: mteb's ``unload_data`` pops a ``metadata`` instance attribute, so
+    the ``TaskMetadata`` is kept under another name."""
+
+    @property
+    def metadata(self) -> Any:
+        return self.__dict__["_st_magnitude_metadata"]
+
+    @metadata.setter
+    def metadata(self, value: Any) -> None:
+        self.__dict__["_st_magnitude_metadata"] = value
+
+
+class LocalRetrievalTask(_InstanceMetadata, _AbsTaskRetrieval):  # type: ignore[misc,valid-type]
     """An mteb Retrieval task loaded from a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
 
     Data goes through :func:`st_magnitude.data.load_beir` (validation, ``ignore_identical_ids`` for ArguAna-style
@@ -278,16 +291,6 @@ class LocalRetrievalTask(_AbsTaskRetrieval):  # type: ignore[misc,valid-type]
         DataValidationError: missing folder/files/split (raised by ``load_data``, i.e. at evaluation time, or
             immediately for a missing folder).
     """
-
-    @property
-    def metadata(self) -> Any:  # type: ignore[override]
-        """This task's ``TaskMetadata`` (per instance; mteb's ``unload_data`` pops a ``metadata`` instance attribute,
-        so it is kept under another name)."""
-        return self.__dict__["_st_magnitude_metadata"]
-
-    @metadata.setter
-    def metadata(self, value: Any) -> None:
-        self.__dict__["_st_magnitude_metadata"] = value
 
     def __init__(
         self,
@@ -347,7 +350,7 @@ class LocalRetrievalTask(_AbsTaskRetrieval):  # type: ignore[misc,valid-type]
         self.data_loaded = True
 
 
-class LocalSTSTask(_AbsTaskSTS):  # type: ignore[misc,valid-type]
+class LocalSTSTask(_InstanceMetadata, _AbsTaskSTS):  # type: ignore[misc,valid-type]
     """An mteb STS task loaded from ``<folder>/<split>.tsv`` (``sentence1``, ``sentence2``, ``score``; QUOTE_NONE).
 
     Main score ``spearman``: Spearman ρ of the *model's declared similarity* (dot product for magnitude heads)
@@ -363,16 +366,6 @@ class LocalSTSTask(_AbsTaskSTS):  # type: ignore[misc,valid-type]
         task_name: override the task name.
         min_score, max_score: gold score range (default: 1-5 for folders named ``sick*``, else 0-5).
     """
-
-    @property
-    def metadata(self) -> Any:  # type: ignore[override]
-        """This task's ``TaskMetadata`` (per instance; mteb's ``unload_data`` pops a ``metadata`` instance attribute,
-        so it is kept under another name)."""
-        return self.__dict__["_st_magnitude_metadata"]
-
-    @metadata.setter
-    def metadata(self, value: Any) -> None:
-        self.__dict__["_st_magnitude_metadata"] = value
 
     def __init__(
         self,
