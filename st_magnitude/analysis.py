@@ -104,28 +104,22 @@ def cohens_d_bootstrap(
         except ValueError:  # a resample with zero pooled variance
             return float("nan")
 
-    result = bootstrap(
-        (xa, xb),
-        statistic,
-        vectorized=False,
-        paired=False,
-        n_resamples=n_resamples,
-        confidence_level=confidence,
-        method=method,
-        random_state=np.random.default_rng(seed),
-    )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa (e.g. tiny samples): percentile instead
-        result = bootstrap(
+    def run(how: str) -> Any:
+        return bootstrap(
             (xa, xb),
             statistic,
             vectorized=False,
             paired=False,
             n_resamples=n_resamples,
             confidence_level=confidence,
-            method="percentile",
+            method=how,
             random_state=np.random.default_rng(seed),
         )
+
+    result = run(method)
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa (e.g. tiny samples): percentile instead
+        result = run("percentile")
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return EffectSize(d, low, high, confidence, int(xa.size), int(xb.size), n_resamples)
 
