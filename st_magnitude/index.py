@@ -470,6 +470,50 @@ def save_index(index: MagnitudeIndex, path: str | os.PathLike[str]) -> Path:
     return folder
 
 
+def _read_sidecar(meta_file: Path) -> dict[str, Any]:
+    """Read and validate ``index.json``; every defect raises :class:`IndexMismatchError` naming the field."""
+    fix = "Save the index again with st_magnitude.index.save_index()."
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise IndexMismatchError(f"{meta_file} is not valid JSON ({err}). {fix}") from err
+    if not isinstance(meta, dict):
+        raise IndexMismatchError(f"{meta_file} must hold a JSON object, got {type(meta).__name__}. {fix}")
+    missing = [k for k in ("head", "kind", "transform", "dim", "max_norm", "ntotal") if k not in meta]
+    if missing:
+        raise IndexMismatchError(f"{meta_file} lacks {', '.join(missing)}. {fix}")
+    head = meta["head"]
+    if (
+        not isinstance(head, dict)
+        or set(head) != {"name", "gamma_query", "gamma_document"}
+        or not isinstance(head["name"], str)
+        or not all(_is_real(head[g]) and 0.0 <= head[g] <= 1.0 for g in ("gamma_query", "gamma_document"))
+    ):
+        raise IndexMismatchError(
+            f"{meta_file}: 'head' must be {{'name': str, 'gamma_query': float in [0, 1], 'gamma_document': "
+            f"float in [0, 1]}}, got {head!r}. {fix}"
+        )
+    if meta["kind"] not in ("flat", "hnsw", "ivf"):
+        raise IndexMismatchError(f"{meta_file}: kind must be 'flat', 'hnsw' or 'ivf', got {meta['kind']!r}. {fix}")
+    if meta["transform"] not in ("none", "mips_l2"):
+        raise IndexMismatchError(f"{meta_file}: transform must be 'none' or 'mips_l2', got {meta['transform']!r}. {fix}")
+    for key in ("dim", "ntotal"):
+        if isinstance(meta[key], bool) or not isinstance(meta[key], int) or meta[key] < (1 if key == "dim" else 0):
+            raise IndexMismatchError(f"{meta_file}: {key} must be a non-negative integer, got {meta[key]!r}. {fix}")
+    max_norm = meta["max_norm"]
+    if meta["transform"] == "mips_l2" and not (_is_real(max_norm) and math.isfinite(max_norm) and max_norm > 0):
+        raise IndexMismatchError(
+            f"{meta_file}: a mips_l2 index needs the positive finite max document norm M, got {max_norm!r}. {fix}"
+        )
+    if "params" in meta and not isinstance(meta["params"], dict):
+        raise IndexMismatchError(f"{meta_file}: params must be a JSON object, got {meta['params']!r}. {fix}")
+    return meta
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def load_index(
     path: str | os.PathLike[str],
     head: MagnitudeHead | SentenceTransformer | HeadSpec | str | None = None,
@@ -486,7 +530,7 @@ def load_index(
     Raises:
         FileNotFoundError: missing files.
         IndexMismatchError: the index was built for another head (class or γ) or dimension, or its files
-            disagree with each other.
+            disagree with each other, or ``index.json``/``doc_ids.json`` are malformed (each defect named).
     """
     import faiss
 
@@ -495,7 +539,7 @@ def load_index(
     for f in (meta_file, index_file):
         if not f.is_file():
             raise FileNotFoundError(f"{f} not found; save the index with st_magnitude.index.save_index(index, {folder}).")
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta = _read_sidecar(meta_file)
     spec = HeadSpec(**meta["head"])
     if head is not None:
         expected = head_spec(head)
@@ -519,7 +563,18 @@ def load_index(
             f"n={meta['ntotal']}); the files come from different saves."
         )
     ids_file = folder / "doc_ids.json"
-    doc_ids = json.loads(ids_file.read_text(encoding="utf-8")) if ids_file.is_file() else None
+    doc_ids = None
+    if ids_file.is_file():
+        try:
+            doc_ids = json.loads(ids_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise IndexMismatchError(f"{ids_file} is not valid JSON ({err}); save the index again.") from err
+        if not isinstance(doc_ids, list) or len(doc_ids) != index.ntotal:
+            got = f"{len(doc_ids)} ids" if isinstance(doc_ids, list) else type(doc_ids).__name__
+            raise IndexMismatchError(
+                f"{ids_file} holds {got} but the index holds {index.ntotal} documents; the files come from "
+                "different saves. Save the index again with save_index()."
+            )
     result = MagnitudeIndex(
         index=index,
         head=spec,

@@ -123,6 +123,37 @@ def test_save_load_roundtrip_and_mismatch(tmp_path) -> None:
         load_index(tmp_path / "nothing")
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: "{not json", "not valid JSON"),
+        (lambda m: {k: v for k, v in m.items() if k != "max_norm"}, "lacks max_norm"),
+        (lambda m: {**m, "head": {"name": "QNorm", "gamma_query": 1.0}}, "'head' must be"),
+        (lambda m: {**m, "head": {**m["head"], "gamma_document": 1.5}}, "'head' must be"),
+        (lambda m: {**m, "kind": "lsh"}, "kind must be"),
+        (lambda m: {**m, "transform": "l2"}, "transform must be"),
+        (lambda m: {**m, "dim": "8"}, "dim must be"),
+        (lambda m: {**m, "max_norm": None}, "positive finite max document norm"),
+    ],
+)
+def test_malformed_sidecar_is_named(tmp_path, edit, message: str) -> None:
+    docs = np.random.default_rng(2).standard_normal((20, 8)).astype(np.float32)
+    save_index(build_index(docs, head=QNorm(), kind="flat", transform="mips_l2"), tmp_path / "idx")
+    meta_file = tmp_path / "idx" / "index.json"
+    edited = edit(json.loads(meta_file.read_text()))
+    meta_file.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    with pytest.raises(IndexMismatchError, match=message):
+        load_index(tmp_path / "idx")
+
+
+def test_doc_ids_of_another_save_are_refused(tmp_path) -> None:
+    docs = np.random.default_rng(3).standard_normal((10, 4)).astype(np.float32)
+    save_index(build_index(docs, head=QNorm(), doc_ids=[str(i) for i in range(10)]), tmp_path / "idx")
+    (tmp_path / "idx" / "doc_ids.json").write_text(json.dumps(["a", "b"]))
+    with pytest.raises(IndexMismatchError, match="holds 2 ids but the index holds 10"):
+        load_index(tmp_path / "idx")
+
+
 def test_learnable_gamma_mismatch_is_detected() -> None:
     a = HeadSpec("LearnableNorm", 1.0, 0.3)
     assert not a.matches(HeadSpec("LearnableNorm", 1.0, 0.31)) and a.metric == "ip"
