@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import warnings
 from typing import Any, ClassVar, Literal
 
@@ -103,19 +104,32 @@ def _as_float(value: float | Tensor) -> float:
     return float(value.detach()) if isinstance(value, Tensor) else float(value)
 
 
+def _real_scalar(value: Any) -> float | None:
+    """``float(value)`` for a real scalar (Python, numpy or a one-element non-bool tensor), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
+        return float(value.detach().reshape(()))
+    return None
+
+
 def _check_unit_interval(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    scalar = _real_scalar(value)
+    if scalar is None:
         raise HeadConfigError(f"{name} must be a number in [0, 1], got {value!r} ({type(value).__name__}).")
-    value = float(value)
+    value = scalar
     if not 0.0 <= value <= 1.0 or math.isnan(value):
         raise HeadConfigError(f"{name} must lie in [0, 1] (1 = normalized side, 0 = raw side), got {value}.")
     return value
 
 
 def _check_positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    scalar = _real_scalar(value)
+    if scalar is None:
         raise HeadConfigError(f"{name} must be a positive number, got {value!r} ({type(value).__name__}).")
-    value = float(value)
+    value = scalar
     if not (value > 0.0 and math.isfinite(value)):
         raise HeadConfigError(f"{name} must be a finite number > 0, got {value}.")
     return value

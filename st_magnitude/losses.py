@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,8 @@ from st_magnitude.errors import DataValidationError
 from st_magnitude.heads import LearnableNorm, MagnitudeHead, find_head, resolve_role
 
 __all__ = ["DEFAULT_TEMPERATURE", "MagnitudeInfoNCELoss", "MagnitudeLoggingCallback"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURE: float = 0.05
 """τ = 0.05, i.e. ST's ``MultipleNegativesRankingLoss`` scale of 20."""
@@ -113,6 +116,7 @@ class MagnitudeInfoNCELoss(MultipleNegativesRankingLoss):
         self.tau = float(temperature)
         self._sums: dict[str, float] = {}
         self._count = 0
+        self._warned_single_candidate = False
         self.latest_stats: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------------------------
@@ -122,6 +126,15 @@ class MagnitudeInfoNCELoss(MultipleNegativesRankingLoss):
         sentence_features = list(sentence_features)
         _check_column_roles(sentence_features)
         embeddings = embed_columns(self.model, sentence_features)
+        candidates = sum(e.shape[0] for e in embeddings[1:])
+        if candidates < 2 and not self._warned_single_candidate:
+            self._warned_single_candidate = True
+            logger.warning(
+                "A batch of %d query with %d candidate document gives InfoNCE a softmax over one score: the loss "
+                "is 0 and carries no gradient. Use batch_size >= 2, a hard-negative column, or drop_last=True "
+                "(dataloader_drop_last in the training arguments). Warned once.",
+                embeddings[0].shape[0], candidates,
+            )
         if self.training or torch.is_grad_enabled():
             self._record(embeddings)
         return self.compute_loss_from_embeddings(embeddings, labels)
@@ -180,6 +193,12 @@ class MagnitudeInfoNCELoss(MultipleNegativesRankingLoss):
 
 def _check_column_roles(sentence_features: list[dict[str, Any]]) -> None:
     """Raise if the roles stamped by ``router_mapping`` contradict InfoNCE's layout (query first, then documents)."""
+    if len(sentence_features) < 2:
+        raise DataValidationError(
+            f"InfoNCE needs a query column and at least one document column, but the batch has "
+            f"{len(sentence_features)} column(s). Give the dataset (anchor, positive) or (anchor, positive, negative) "
+            "columns, e.g. st_magnitude.data.load_training_triplets(...)."
+        )
     roles = [resolve_role(features.get("task")) for features in sentence_features]
     if roles[0] == "document" or "query" in roles[1:]:
         raise DataValidationError(

@@ -163,3 +163,15 @@ def test_save_load_fresh_process_is_bit_exact(tiny_model, tmp_path: Path) -> Non
     assert (loaded["gq"], loaded["gd"]) == (0.8125, 0.25)
     assert np.array_equal(np.asarray(loaded["q"], dtype=np.float32), q)
     assert np.array_equal(np.asarray(loaded["d"], dtype=np.float32), d)
+
+
+def test_numpy_and_tensor_scalars_are_accepted_as_gamma() -> None:
+    import numpy as np
+
+    head = LearnableNorm(gamma_query=np.float32(0.5), gamma_document=torch.tensor(0.25))
+    assert (head.gamma_query, head.gamma_document) == (0.5, 0.25)
+    assert type(head.get_config_dict()["gamma_query"]) is float  # JSON-serializable on save
+    with pytest.raises(HeadConfigError, match="number in"):
+        LearnableNorm(gamma_query=np.bool_(True))
+    with pytest.raises(HeadConfigError, match="number in"):
+        LearnableNorm(gamma_query=torch.tensor([0.1, 0.2]))

@@ -96,3 +96,36 @@ def test_training_without_router_mapping_raises(tiny_model) -> None:
     model = attach_head(tiny_model, QNorm())
     with pytest.raises(MissingTaskError, match="router_mapping"):
         _train(model, MagnitudeInfoNCELoss(model), router_mapping={}, steps=1)
+
+
+def _features(model, texts: list[str], task: str) -> dict:
+    features = model.tokenize(texts)
+    features["task"] = task
+    return features
+
+
+def test_single_column_batch_is_refused(tiny_model) -> None:
+    from st_magnitude.errors import DataValidationError
+
+    model = attach_head(tiny_model, QNorm())
+    loss = MagnitudeInfoNCELoss(model)
+    with pytest.raises(DataValidationError, match=r"1 column\(s\).*\(anchor, positive\)"):
+        loss([_features(model, ["a question"], "query")])
+
+
+def test_batch_of_one_warns_once_and_loss_is_zero(tiny_model, caplog) -> None:
+    model = attach_head(tiny_model, QNorm())
+    loss = MagnitudeInfoNCELoss(model)
+    batch = [_features(model, ["a question"], "query"), _features(model, ["an answer"], "document")]
+    with caplog.at_level("WARNING", logger="st_magnitude.losses"):
+        first = loss(batch)
+        loss(batch)
+    assert float(first) == pytest.approx(0.0, abs=1e-6)  # softmax over one score
+    assert sum("softmax over one score" in r.message for r in caplog.records) == 1
+    # With a hard-negative column there are two candidates: no warning, a positive loss.
+    caplog.clear()
+    fresh = MagnitudeInfoNCELoss(model)
+    with caplog.at_level("WARNING", logger="st_magnitude.losses"):
+        value = fresh(batch + [_features(model, ["something else"], "document")])
+    assert float(value) > 0
+    assert not [r for r in caplog.records if r.name == "st_magnitude.losses"]
