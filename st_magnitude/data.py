@@ -135,6 +135,12 @@ class BeirData:
         return {q: {d for d, g in docs.items() if g > 0} for q, docs in self.qrels.items()}
 
 
+def _token_jaccard(a: str, b: str) -> float:
+    """Jaccard overlap of the lower-cased white-space token sets of two texts (0 when both are empty)."""
+    ta, tb = set(a.lower().split()), set(b.lower().split())
+    return len(ta & tb) / len(ta | tb) if ta | tb else 0.0
+
+
 def load_beir(
     name: str | os.PathLike[str],
     split: str = "test",
@@ -147,9 +153,10 @@ def load_beir(
         name: dataset folder name under the data dir, a path, or a Hub dataset id (``BeIR/scifact``).
         split: qrels split to load.
         data_dir: data directory (see module docstring).
-        ignore_identical_ids: None = automatic: True when at least half of the judged query ids are also
-            corpus ids and no qrels row judges a document identical to its query (ArguAna's layout),
-            else False. The decision is recorded in ``report``.
+        ignore_identical_ids: None = automatic: True when at least half of the judged queries share their id
+            with a corpus document whose text is a near-copy (token Jaccard >= 0.5) and no qrels row judges a
+            document identical to its query (ArguAna's layout), else False; colliding numeric ids of unrelated
+            texts do not count. The decision is recorded in ``report``.
 
     Raises:
         DataValidationError: missing files or split, malformed lines, duplicate ids, or a split with no
@@ -233,8 +240,11 @@ def load_beir(
 
     self_hits = sum(1 for q, docs in qrels.items() if q in docs)
     overlap = sum(1 for q in queries if q in corpus)
+    # A shared id only marks a self-copy (ArguAna) when the texts agree too: numeric ids ("1", "2", ...) of
+    # independent query and corpus files collide by chance.
+    copies = sum(1 for q in queries if q in corpus and _token_jaccard(queries[q], corpus[q]) >= 0.5)
     if ignore_identical_ids is None:
-        ignore_identical_ids = overlap >= 0.5 * len(queries) and self_hits == 0
+        ignore_identical_ids = copies >= 0.5 * len(queries) and self_hits == 0
     report.update(
         {
             "docs": len(corpus),
@@ -244,6 +254,7 @@ def load_beir(
             "empty_queries_in_file": empty_queries,
             "dropped_qrels": dropped,
             "query_ids_also_doc_ids": overlap,
+            "query_ids_also_doc_ids_same_text": copies,
             "ignore_identical_ids": bool(ignore_identical_ids),
         }
     )

@@ -67,6 +67,19 @@ def test_identical_ids_detected(tmp_path: Path) -> None:
     assert load_beir(root, ignore_identical_ids=False).ignore_identical_ids is False
 
 
+def test_numeric_id_collisions_do_not_trigger_identical_id_exclusion(tmp_path: Path) -> None:
+    # Query "1" and document "1" share an id by numbering only: their texts differ, so nothing is excluded.
+    root = write_beir(
+        tmp_path / "numeric",
+        corpus=[{"_id": "1", "text": "protein folding in yeast"}, {"_id": "2", "text": "statins and cholesterol"}],
+        queries=[{"_id": "1", "text": "do statins lower cholesterol"}],
+        qrels=[("1", "2", 1)],
+    )
+    data = load_beir(root)
+    assert data.ignore_identical_ids is False
+    assert data.report["query_ids_also_doc_ids"] == 1 and data.report["query_ids_also_doc_ids_same_text"] == 0
+
+
 def test_training_triplets(tmp_path: Path) -> None:
     folder = tmp_path / "train-toy"
     folder.mkdir()
