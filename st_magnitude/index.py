@@ -326,7 +326,14 @@ def build_index(
                 f"head={head_spec(head).describe()} differs from the model's head {spec.describe()}; drop head= "
                 "or attach that head to the model first."
             )
-        x = model.encode_document(list(corpus), batch_size=batch_size, convert_to_numpy=True)
+        texts = list(corpus)
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise TypeError(
+                f"build_index: corpus[{bad}] is {texts[bad]!r} ({type(texts[bad]).__name__}), not a string; drop "
+                "or fill missing texts first."
+            )
+        x = model.encode_document(texts, batch_size=batch_size, convert_to_numpy=True)
     else:
         spec = head_spec(head)
         x = embeddings
@@ -595,7 +602,13 @@ def _corpus_fingerprint(corpus: Sequence[str], chunk_size: int) -> str:
     h = hashlib.sha256()
     h.update(f"{len(corpus)}:{chunk_size}".encode())
     for i in range(len(corpus)):
-        h.update(hashlib.sha256(str(corpus[i]).encode("utf-8")).digest())
+        text = corpus[i]
+        if not isinstance(text, str):
+            raise TypeError(
+                f"encode_corpus: corpus[{i}] is {text!r} ({type(text).__name__}), not a string. Drop or fill "
+                "missing texts first (e.g. [t or '' for t in corpus] if an empty document is what you mean)."
+            )
+        h.update(hashlib.sha256(text.encode("utf-8")).digest())
     return h.hexdigest()
 
 
@@ -653,6 +666,7 @@ def encode_corpus(
         ``np.memmap``-backed ``(len(corpus), dim)`` float32 array (read-only) of ``path/embeddings.npy``.
 
     Raises:
+        TypeError: ``corpus`` is a single string or holds a non-string item (``None``, a number), named by index.
         ValueError: ``path`` holds an encoding of a different corpus, chunk size or model (delete the folder
             or choose another path), or an empty corpus.
     """

@@ -212,3 +212,13 @@ def test_encode_corpus_resumes_after_crash(tiny_model, tmp_path) -> None:
     assert again.calls == 0
     with pytest.raises(ValueError, match="corpus_sha256"):
         encode_corpus(tiny_model, corpus[:-1] + ["changed"], tmp_path / "enc", chunk_size=5, show_progress_bar=False)
+
+
+@pytest.mark.parametrize("bad", [None, 3])
+def test_non_string_texts_are_refused_before_encoding(tiny_model, tmp_path, bad) -> None:
+    model = attach_head(tiny_model, QNorm())
+    with pytest.raises(TypeError, match=r"corpus\[1\] is .*not a string"):
+        encode_corpus(model, ["a document", bad], tmp_path / "enc", batch_size=2)
+    assert not (tmp_path / "enc" / "embeddings.npy").exists()
+    with pytest.raises(TypeError, match=r"corpus\[1\] is .*not a string"):
+        build_index(model, ["a document", bad])
