@@ -119,6 +119,8 @@ __all__ = [
     "spectrum_report",
     "fisher_condition_number",
     "recommend_head",
+    "magnitude_signal",
+    "MIN_MAGNITUDE_EFFECT",
     "register_cli",
 ]
 
@@ -228,6 +230,10 @@ class Recommendation:
 
     Attributes:
         recommended: ``"qnorm"`` or ``"dnorm"``, the single-side head with the lower κ.
+        advice: ``"cosine"``, ``"qnorm"`` or ``"dnorm"``: whether to keep magnitude at all (the zero-shot
+            document-norm signal, :func:`magnitude_signal`) and, if so, which side to normalize (κ).
+        magnitude_signal: the diagnostic behind ``advice`` (Cohen's d, its bootstrap CI, group sizes, threshold).
+        advice_rule: the three-way decision rule in words.
         kappa: head name -> κ (the candidates and the context heads).
         confidence: fraction of bootstrap resamples in which ``recommended`` keeps the lower κ (0.5-1.0).
         kappa_ci: head name -> [2.5 %, 97.5 %] bootstrap percentiles of κ (QNorm and DNorm).
@@ -245,6 +251,9 @@ class Recommendation:
     reports: dict[str, FisherReport]
     settings: dict[str, Any]
     seconds: dict[str, Any]
+    advice: str = ""
+    magnitude_signal: dict[str, Any] = field(default_factory=dict)
+    advice_rule: str = ""
 
     @property
     def recommended_by_kappa_99(self) -> str:
@@ -258,6 +267,9 @@ class Recommendation:
         "recommended_by_kappa_99", "rule", "settings", "seconds", "reports": {HEAD: FisherReport.to_dict()}}``."""
         return _json_safe(
             {
+                "advice": self.advice,
+                "advice_rule": self.advice_rule,
+                "magnitude_signal": self.magnitude_signal,
                 "kappa": self.kappa,
                 "recommended": self.recommended,
                 "confidence": self.confidence,
@@ -709,6 +721,82 @@ def _bootstrap(
     return out
 
 
+MIN_MAGNITUDE_EFFECT: float = 0.2
+"""Smallest Cohen's d (CI lower bound) of raw document norms that counts as a relevance signal: Cohen's (1988)
+conventional "small" effect."""
+
+
+def magnitude_signal(
+    embeddings: PooledEmbeddings,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    threshold: float = MIN_MAGNITUDE_EFFECT,
+) -> dict[str, Any]:
+    """Zero-shot test of whether raw document norms already separate positives from confusable negatives.
+
+    Rows are cut into batches of ``batch_size`` in order (as the FIM's in-batch negatives). For each query the
+    *confusable* in-batch negative is the other row's positive with the highest cosine to the query; with a
+    hard-negative column, that row's hard negative joins the negative group too. The statistic is Cohen's d
+    (pooled SD, ddof=1; Cohen 1988) of the raw pooled norms ‖d‖ of the positives (group a, n values) against
+    those negatives (group b), with a BCa bootstrap CI (:func:`st_magnitude.analysis.cohens_d_bootstrap`, scipy).
+    Cosine ignores exactly this quantity; a head that keeps document magnitude (QNorm, Dot) can use it from step
+    0. The paper (arXiv:2602.09229, magnitude analysis) reports d up to 1.80 *after* magnitude fine-tuning; here it
+    is measured before any training, which is what a user deciding whether to start needs.
+
+    Args:
+        embeddings: pooled rows (no head applied), e.g. from :func:`encode_pooled`.
+        batch_size: in-batch-negative batch size (≥ 2).
+        n_resamples, seed: bootstrap settings.
+        threshold: d that counts as a signal (default 0.2, Cohen's "small").
+
+    Returns:
+        ``{"d", "ci_low", "ci_high", "confidence", "n_positive", "n_negative", "threshold", "signal",
+        "mean_norm_positive", "mean_norm_negative", "negatives"}``; ``signal`` is ``ci_low >= threshold``.
+
+    Raises:
+        ValueError: ``batch_size`` < 2 or fewer than 2 rows (no in-batch negative exists).
+    """
+    import torch
+
+    from st_magnitude.analysis import cohens_d_bootstrap
+
+    if batch_size < 2 or embeddings.n < 2:
+        raise ValueError(
+            f"magnitude_signal needs batch_size >= 2 and >= 2 rows for in-batch negatives, got batch_size="
+            f"{batch_size}, n={embeddings.n}."
+        )
+    q, pos = embeddings.queries.double(), embeddings.positives.double()
+    pos_norm = torch.linalg.vector_norm(pos, dim=-1)
+    q_unit = q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(1e-12)
+    pos_unit = pos / pos_norm.unsqueeze(-1).clamp_min(1e-12)
+    negatives: list[float] = []
+    for lo in range(0, embeddings.n, batch_size):
+        hi = min(embeddings.n, lo + batch_size)
+        if hi - lo < 2:
+            continue  # a trailing batch of one has no in-batch negative
+        cos = q_unit[lo:hi] @ pos_unit[lo:hi].T
+        cos.fill_diagonal_(-math.inf)
+        negatives.extend(pos_norm[lo:hi][cos.argmax(dim=1)].tolist())
+    if embeddings.negatives is not None:
+        negatives.extend(torch.linalg.vector_norm(embeddings.negatives.double(), dim=-1).tolist())
+    effect = cohens_d_bootstrap(pos_norm.numpy(), np.asarray(negatives), n_resamples=n_resamples, seed=seed)
+    return {
+        "d": effect.d,
+        "ci_low": effect.ci_low,
+        "ci_high": effect.ci_high,
+        "confidence": effect.confidence,
+        "n_positive": effect.n_a,
+        "n_negative": effect.n_b,
+        "mean_norm_positive": float(pos_norm.mean()),
+        "mean_norm_negative": float(np.mean(negatives)),
+        "threshold": threshold,
+        "signal": bool(effect.ci_low >= threshold),
+        "negatives": "hardest in-batch positive by cosine"
+        + (" + hard-negative column" if embeddings.negatives is not None else ""),
+    }
+
+
 def recommend_head(
     model: SentenceTransformer | str | os.PathLike[str] | None,
     dataset: datasets.Dataset | str | os.PathLike[str],
@@ -725,10 +813,13 @@ def recommend_head(
     data_dir: str | os.PathLike[str] | None = None,
     show_progress_bar: bool = False,
 ) -> Recommendation:
-    """Recommend QNorm or DNorm from the FIM condition numbers of the pre-trained model (lower κ wins).
+    """Advise cosine, QNorm or DNorm for fine-tuning the pre-trained model on ``dataset``.
 
     Encodes the rows once, computes κ for each of ``heads`` (must include ``qnorm`` and ``dnorm``; Cosine and
-    Dot are context), and bootstraps the QNorm-vs-DNorm decision over batches (module docstring).
+    Dot are context), and bootstraps the QNorm-vs-DNorm decision over batches (module docstring): the lower κ is
+    ``recommended``. ``advice`` adds the zero-shot "magnitude at all?" test (:func:`magnitude_signal`): cosine
+    unless raw document norms already separate positives from confusable in-batch negatives (Cohen's d CI lower
+    bound ≥ :data:`MIN_MAGNITUDE_EFFECT`), else the κ choice.
 
     Args: as :func:`fisher_condition_number`, plus ``n_bootstrap`` (resamples, default 200; 0 = no
         bootstrap, confidence NaN) and ``heads``.
@@ -768,6 +859,8 @@ def recommend_head(
         kappa_ci = {h: [float(v) for v in np.percentile(boot[h], [2.5, 97.5])] for h in boot}
     else:
         confidence, kappa_ci = float("nan"), {}
+    signal = magnitude_signal(embeddings, batch_size=batch_size, seed=seed)
+    advice = recommended if signal["signal"] else "cosine"
     t_end = time.perf_counter()
     n_batches = math.ceil(embeddings.n / batch_size)
     settings = {
@@ -797,6 +890,13 @@ def recommend_head(
         "(better conditioned: gradient descent progresses at a rate governed by κ)",
         reports=reports,
         settings=settings,
+        advice=advice,
+        magnitude_signal=signal,
+        advice_rule=(
+            f"keep magnitude only if raw document norms already separate positives from confusable in-batch "
+            f"negatives (Cohen's d 95% CI lower bound >= {MIN_MAGNITUDE_EFFECT}); then normalize the side the "
+            "lower FIM κ picks (QNorm or DNorm), else use cosine"
+        ),
         seconds={
             "encode": embeddings.seconds,
             "per_head": {h: sum(r.seconds.values()) for h, r in reports.items()},
@@ -829,6 +929,19 @@ def _plot_spectra(rec: Recommendation, path: Path) -> None:
     plt.close(fig)
 
 
+def _advice_text(rec: Recommendation) -> str:
+    m = rec.magnitude_signal
+    verdict = (
+        "raw document norms carry a relevance signal" if m["signal"] else "no zero-shot evidence that magnitude helps"
+    )
+    return (
+        f"**Should I use magnitude at all? {rec.advice}**: {verdict}: Cohen's d of raw ‖d‖, positives vs "
+        f"{m['negatives']} = {m['d']:.3f} (95% CI [{m['ci_low']:.3f}, {m['ci_high']:.3f}], n = {m['n_positive']} / "
+        f"{m['n_negative']}; mean ‖d‖ {m['mean_norm_positive']:.3f} vs {m['mean_norm_negative']:.3f}). "
+        f"Rule: {rec.advice_rule}."
+    )
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -855,7 +968,7 @@ def _run_cli(args: argparse.Namespace) -> int:
         f"params `{rec.settings['params']}` (P = {rec.settings['n_params']}), τ = {rec.settings['temperature']}, "
         f"batch {rec.settings['batch_size']}, seed {rec.settings['seed']}\n\n{rec.table()}\n\n"
         f"**Recommended: {rec.recommended}** (lower κ; bootstrap confidence {rec.confidence:.3f} over "
-        f"{rec.settings['n_bootstrap']} resamples)\n"
+        f"{rec.settings['n_bootstrap']} resamples)\n\n{_advice_text(rec)}\n"
     )
     (out_dir / "recommendation.md").write_text(summary, encoding="utf-8")
     try:
@@ -867,6 +980,7 @@ def _run_cli(args: argparse.Namespace) -> int:
         f"\nRecommended: {rec.recommended}  (κ qnorm={rec.kappa['qnorm']:.4g}, dnorm={rec.kappa['dnorm']:.4g}; "
         f"lower κ wins; bootstrap confidence {rec.confidence:.3f})"
     )
+    print(_advice_text(rec))
     print(f"wrote {out_dir / 'recommendation.json'}")
     return 0
 
@@ -875,10 +989,12 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     """Add ``st-magnitude recommend``."""
     p = subparsers.add_parser(
         "recommend",
-        help="recommend QNorm or DNorm from the Fisher-information condition number of the pre-trained model",
+        help="advise cosine, QNorm or DNorm: a zero-shot document-norm test plus the Fisher condition number κ",
         description="Compute the condition number κ of the empirical Fisher information of the training InfoNCE "
-        "loss under QNorm, DNorm (and Cosine, Dot for context) on the pre-trained model, and recommend the "
-        "single-side head with the lower κ. Writes OUTPUT/recommendation.json, recommendation.md, spectrum.png.",
+        "loss under QNorm, DNorm (and Cosine, Dot for context) on the pre-trained model (the single-side head with "
+        "the lower κ is 'recommended'), and test zero-shot whether raw document norms separate positives from "
+        "confusable in-batch negatives (Cohen's d with a bootstrap CI). Advice: cosine unless that signal is "
+        "present, else the κ choice. Writes OUTPUT/recommendation.json, recommendation.md, spectrum.png.",
     )
     p.add_argument("--model", default="all-MiniLM-L6-v2", help="model name or path (default: packaged all-MiniLM-L6-v2)")
     p.add_argument("--train", required=True, help="training set name under the data dir (e.g. train-scifact) or a folder")

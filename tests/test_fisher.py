@@ -17,6 +17,7 @@ from st_magnitude.fisher import (
     default_rtol,
     fisher_condition_number,
     fisher_eigenvalues,
+    magnitude_signal,
     per_example_gradients,
     recommend_head,
     spectrum_report,
@@ -182,6 +183,9 @@ def test_cli_writes_recommendation_json(tiny_bert_dir: Path, tmp_path: Path) -> 
     assert rep["floor"] == pytest.approx(rep["lambda_max"] * default_rtol(16, 32))
     assert rep["kappa"] == pytest.approx(rep["lambda_max"] / rep["lambda_min"])
     assert (out / "recommendation.md").is_file()
+    assert data["advice"] in ("cosine", data["recommended"])
+    assert data["advice"] == (data["recommended"] if data["magnitude_signal"]["signal"] else "cosine")
+    assert "Should I use magnitude at all?" in (out / "recommendation.md").read_text()
 
 
 @requires_real
@@ -201,3 +205,26 @@ def test_minilm_cosine_null_direction_and_finite_kappa(minilm_path: str, data_di
         rep = fisher_condition_number(None, head, None, embeddings=emb, batch_size=8)
         assert rep.n_params == 384 and rep.n_eigenvalues == 16 and 1 <= rep.rank <= 16
         assert math.isfinite(rep.kappa) and rep.kappa == pytest.approx(rep.lambda_max / rep.lambda_min)
+
+
+def test_magnitude_signal_hand_case() -> None:
+    # Batch of 2: row 0 (positive norm 3) and row 1 (positive norm 1). The hardest in-batch negative of query 0 is
+    # row 1's positive and vice versa, so the groups are the same two norms: d = 0 exactly.
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], dtype=F64)
+    p = torch.tensor([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 4.0]], dtype=F64)
+    out = magnitude_signal(PooledEmbeddings(q, p, None), batch_size=2, n_resamples=200)
+    assert out["d"] == pytest.approx(0.0, abs=1e-12) and out["signal"] is False
+    assert out["n_positive"] == 4 and out["n_negative"] == 4
+    with pytest.raises(ValueError, match="batch_size >= 2"):
+        magnitude_signal(PooledEmbeddings(q, p, None), batch_size=1)
+
+
+def test_magnitude_signal_with_hard_negatives_detects_longer_positives() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(64, 8, generator=gen, dtype=F64)
+    positives = q / q.norm(dim=1, keepdim=True) * (2.0 + 0.1 * torch.randn(64, 1, generator=gen, dtype=F64))
+    hard = positives * 0.25  # hard negatives a quarter as long as their positives
+    out = magnitude_signal(PooledEmbeddings(q, positives, hard), batch_size=8, n_resamples=300)
+    assert out["n_negative"] == 64 + 64 and out["mean_norm_positive"] > out["mean_norm_negative"]
+    assert out["d"] > 1.0 and out["ci_low"] >= 0.2 and out["signal"] is True
+    assert "hard-negative column" in out["negatives"]
