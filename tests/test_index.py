@@ -222,3 +222,15 @@ def test_non_string_texts_are_refused_before_encoding(tiny_model, tmp_path, bad)
     assert not (tmp_path / "enc" / "embeddings.npy").exists()
     with pytest.raises(TypeError, match=r"corpus\[1\] is .*not a string"):
         build_index(model, ["a document", bad])
+
+
+def test_encode_corpus_through_st_multi_process_pool(tiny_model, tmp_path) -> None:
+    # Two CPU worker processes of ST's pool give the same embeddings as the in-process encoder.
+    model = attach_head(tiny_model, QNorm())
+    corpus = [f"doc {i} the cat dog music water {i % 5}" for i in range(12)]
+    emb = encode_corpus(model, corpus, tmp_path / "mp", batch_size=4, chunk_size=6, processes=2,
+                        show_progress_bar=False)
+    expected = model.encode_document(corpus, batch_size=4, convert_to_numpy=True)
+    np.testing.assert_allclose(emb, expected, rtol=1e-5, atol=1e-6)
+    # The QNorm head ran in the workers with the document role: norms are kept, not 1.
+    assert not np.allclose(np.linalg.norm(emb, axis=1), 1.0)
