@@ -8,14 +8,16 @@ Two data sets:
   synthetic  N vectors, 384-d: directions from a Gaussian mixture (1,000 clusters; cosine to the cluster centre
              ~0.5), norms log-normal with the spread of real MiniLM document norms (sigma given by --norm-sigma);
              queries are unit vectors (QNorm) drawn from the same mixture.
-  real       QNorm documents/queries of a real corpus: raw pooled all-MiniLM-L6-v2 (the base packaged model with
-             QNorm attached, i.e. documents keep their pooled norm, queries are normalized), cached by
-             --cache. The cache is made by encode_corpus over a seeded random sample of the corpus (raw pooled
-             MiniLM at max_seq_length 128, Normalize removed); see data_source in the output JSON.
+  real       QNorm documents/queries of a real corpus (documents keep their norm, queries are normalized), cached
+             by --cache. The cache is made by encode_corpus over a seeded random sample of the corpus at
+             max_seq_length 128, either with raw pooled all-MiniLM-L6-v2 (Normalize removed) or, with
+             --cache-model, a QNorm-fine-tuned model; see data_source in the output JSON.
 
 Usage:
   nice -n 15 python benchmarks/index_bench.py cache --beir beir-arguana --cache-docs 2000 --cache-queries 300 \
       --cache /tmp/st_magnitude_cache/arguana-minilm-raw-128-2000
+  python benchmarks/index_bench.py cache --beir beir-arguana --cache-docs 100000 --cache-queries 1406 \
+      --cache-model runs/ablation-nfcorpus-300/models/qnorm --cache /tmp/st_magnitude_cache/arguana-qnorm300-full
   nice -n 15 python benchmarks/index_bench.py synthetic --n 1000000 --threads 2 --methods flat,ivf_l2,ivf_ip
   nice -n 15 python benchmarks/index_bench.py real --cache /tmp/st_magnitude_cache/arguana-minilm-raw-128-2000
 
@@ -77,9 +79,10 @@ def _load_cached(folder: Path, name: str) -> np.ndarray:
     return np.concatenate(chunks)
 
 
-def make_cache(cache: Path, dataset: str, n_docs: int, n_queries: int, seed: int) -> None:
-    """Encode a seeded random sample of a BEIR corpus with raw pooled MiniLM (Normalize removed = QNorm's
-    document side) through encode_corpus (chunked, resumable) into ``cache``."""
+def make_cache(cache: Path, dataset: str, n_docs: int, n_queries: int, seed: int, model_path: str | None = None) -> None:
+    """Encode a seeded random sample of a BEIR corpus through encode_corpus (chunked, resumable) into ``cache``:
+    with raw pooled MiniLM (Normalize removed = QNorm's document side), or with ``model_path``, a model saved
+    with a QNorm head (e.g. the ablation's fine-tuned ``models/qnorm``), queries and documents each in their role."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers.base.modules import Normalize
 
@@ -93,14 +96,22 @@ def make_cache(cache: Path, dataset: str, n_docs: int, n_queries: int, seed: int
     dids = [dids[i] for i in np.sort(rng.choice(len(dids), min(n_docs, len(dids)), replace=False))]
     qids = sorted(d.queries)
     qids = [qids[i] for i in np.sort(rng.choice(len(qids), min(n_queries, len(qids)), replace=False))]
-    m = load_model()
+    if model_path:
+        from st_magnitude.heads import QNorm, find_head
+
+        m = load_model(model_path)
+        if not isinstance(find_head(m), QNorm):
+            raise SystemExit(f"--cache-model {model_path} has no QNorm head; this benchmark measures QNorm MIPS")
+    else:
+        m = load_model()
+        while isinstance(m[len(m) - 1], Normalize):
+            del m[len(m) - 1]
     m.max_seq_length = 128
-    while isinstance(m[len(m) - 1], Normalize):
-        del m[len(m) - 1]
     encode_corpus(m, [d.queries[i] for i in qids], cache / "q", batch_size=64, chunk_size=100, role="query")
     encode_corpus(m, [d.corpus[i] for i in dids], cache / "d", batch_size=64, chunk_size=250)
     (cache / "meta.json").write_text(json.dumps(dict(dataset=dataset, docs=len(dids), queries=len(qids),
-                                                     corpus_docs=len(d.corpus), seed=seed, max_seq_length=128)))
+                                                     corpus_docs=len(d.corpus), seed=seed, max_seq_length=128,
+                                                     model=model_path or "all-MiniLM-L6-v2 raw pooled")))
 
 
 def real(cache: Path) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -183,6 +194,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset", choices=["synthetic", "real", "cache"])
     ap.add_argument("--beir", default="beir-arguana", help="corpus for 'cache'")
+    ap.add_argument("--cache-model", default=None, help="model saved with a QNorm head for 'cache' (default: raw MiniLM)")
     ap.add_argument("--cache-docs", type=int, default=2000)
     ap.add_argument("--cache-queries", type=int, default=300)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -202,7 +214,7 @@ def main() -> int:
     args = ap.parse_args()
 
     if args.dataset == "cache":
-        make_cache(Path(args.cache), args.beir, args.cache_docs, args.cache_queries, args.seed)
+        make_cache(Path(args.cache), args.beir, args.cache_docs, args.cache_queries, args.seed, args.cache_model)
         return 0
     import faiss
 
