@@ -64,9 +64,12 @@ class AblationConfig:
         use_negatives: train on the file's hard-negative column when present.
         mine_negatives: if > 0, replace the file's negatives by this many hard negatives per row mined with the
             base model through ST's ``mine_hard_negatives`` (ranks 10-50, 5% relative margin).
-        calibrate: ``"off"``, ``"on"`` or ``"both"``: scale the raw side(s) of each magnitude-keeping head to
-            unit mean norm on 512 training rows before fine-tuning (:func:`st_magnitude.calibration.calibrate_head`);
-            ``"both"`` runs each such head twice, reporting the calibrated run as ``<head>+cal``.
+        calibrate: ``"on"`` (default), ``"off"`` or ``"both"``: scale the raw side(s) of each magnitude-keeping
+            head (Dot, QNorm, DNorm, LearnableNorm with γ < 1) to unit mean norm on 512 training rows before
+            fine-tuning (:func:`st_magnitude.calibration.calibrate_head`); ``"both"`` runs each such head twice,
+            reporting the calibrated run as ``<head>+cal``. Default ``"on"`` because it was measured to help QNorm
+            and DNorm on every evaluation set (150 steps on train-nfcorpus, seed 42: DNorm NDCG@10 0.2743 → 0.3199
+            nfcorpus, 0.5314 → 0.6208 scifact, 0.3139 → 0.4717 arguana; README "Measured here").
         include_base: evaluate the untouched base model as a reference row.
         save_models: keep each fine-tuned model under ``output/models/<head>``.
         logging_steps: steps between training log entries (loss, norms, τ_eff, γ).
@@ -95,7 +98,7 @@ class AblationConfig:
     document_prompt: str | None = None
     use_negatives: bool = True
     mine_negatives: int = 0
-    calibrate: str = "off"
+    calibrate: str = "on"
     include_base: bool = True
     save_models: bool = False
     logging_steps: int = 10
@@ -404,6 +407,10 @@ def render_markdown(results: dict[str, Any], metric: str = "ndcg@10") -> str:
                           for n in subsampled)
         lines[1:1] = ["", f"Subsampled evaluation (seeded; every judged document of the kept queries, plus random "
                           f"others up to {sub['max_docs']}; {sizes}): scores are higher than on the full sets."]
+    calibrated = [row for row, train in results["train"].items() if train.get("calibration")]
+    if calibrated:
+        lines[1:1] = ["", f"Norm-calibrated before training (raw side(s) scaled to unit mean norm on 512 training "
+                          f"rows, `--calibrate`): {', '.join(calibrated)}."]
     cosine = results["results"].get("cosine")
     for row, per_dataset in results["results"].items():
         cells = [row]
@@ -502,7 +509,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
                    help="ignore the training file's hard-negative column")
     p.add_argument("--mine-negatives", type=int, help="mine this many hard negatives per row with the base model")
     p.add_argument("--calibrate", choices=["off", "on", "both"],
-                   help="norm calibration of magnitude-keeping heads before training (default off)")
+                   help="norm calibration of magnitude-keeping heads before training (default on: measured to help "
+                        "QNorm and DNorm on every set; 'both' reports calibrated runs as <head>+cal)")
     p.add_argument("--skip-base", dest="include_base", action="store_false", default=None,
                    help="do not evaluate the untouched base model")
     p.add_argument("--save-models", action="store_true", default=None, help="keep each fine-tuned model")

@@ -59,6 +59,12 @@ def test_ablation_outputs_and_reproducibility(tiny_bert_dir: Path, toy_data: Pat
     assert (out / "ablation.png").stat().st_size > 1000 and (out / "gamma.png").is_file()
     table = (out / "results.md").read_text()
     assert "| qnorm |" in table and "beir-toy (ID)" in table
+    # Calibration is on by default: only the magnitude-keeping head (QNorm's raw document side) is scaled.
+    assert train["cosine"]["calibration"] is None and train["learnable"]["calibration"] is None
+    cal = train["qnorm"]["calibration"]
+    assert cal["query_scale"] == 1.0 and cal["n_documents"] > 0
+    assert cal["document_scale"] == pytest.approx(1 / cal["document_mean_norm"], rel=1e-12)
+    assert "Norm-calibrated before training" in table and "`--calibrate`): qnorm." in table
 
     second = run_ablation(_config(tiny_bert_dir, toy_data, tmp_path / "run2"))
     for row in first["results"]:
