@@ -88,6 +88,7 @@ def measured_winner(files: list[str]) -> dict[str, Any]:
     """Measured better of QNorm and DNorm over the given per-seed result files."""
     per_seed = []
     all_q, all_d = [], []
+    by_dataset: dict[str, dict[str, list[float]]] = {}
     for f in files:
         res = read_results(f)
         if "qnorm" not in res or "dnorm" not in res:
@@ -98,6 +99,10 @@ def measured_winner(files: list[str]) -> dict[str, Any]:
         d = [res["dnorm"][d] for d in datasets]
         all_q += q
         all_d += d
+        for name, qv, dv in zip(datasets, q, d):
+            by_dataset.setdefault(name, {"qnorm": [], "dnorm": []})
+            by_dataset[name]["qnorm"].append(qv)
+            by_dataset[name]["dnorm"].append(dv)
         per_seed.append(
             {"file": f, "datasets": datasets, "qnorm": statistics.mean(q), "dnorm": statistics.mean(d),
              "winner": "qnorm" if statistics.mean(q) > statistics.mean(d) else "dnorm"}
@@ -114,6 +119,12 @@ def measured_winner(files: list[str]) -> dict[str, Any]:
         "dnorm_ndcg@10": mean_d,
         "winner": "qnorm" if mean_q > mean_d else "dnorm",
         "seeds_agreeing_with_winner": sum(s["winner"] == ("qnorm" if mean_q > mean_d else "dnorm") for s in valid),
+        "per_dataset": {
+            name: {"qnorm": statistics.mean(v["qnorm"]), "dnorm": statistics.mean(v["dnorm"]),
+                   "winner": "qnorm" if statistics.mean(v["qnorm"]) > statistics.mean(v["dnorm"]) else "dnorm",
+                   "n_seeds": len(v["qnorm"])}
+            for name, v in sorted(by_dataset.items())
+        },
     }
 
 
@@ -123,6 +134,7 @@ def markdown(out: dict[str, Any]) -> str:
         "# Fisher-κ recommender: validation across pre-training settings",
         "",
         f"Command: `{out['command']}`",
+        *([f"", f"Agreement table: `python {out['results_command']}`"] if out.get("results_command") else []),
         "",
         f"Data `{s['train']}`, n = {s['samples']} rows (query, positive, BM25 negative), batch {s['batch_size']}, "
         f"τ = {s['temperature']}, params `{s['params']}`, max_seq_length {s['max_seq_length']}, seed {s['seed']}, "
@@ -148,14 +160,19 @@ def markdown(out: dict[str, Any]) -> str:
     rows = out["comparison"]
     if any(c.get("winner") for c in rows.values()):
         lines += [
-            "| setting | recommended | measured better (mean nDCG@10 q / d) | seeds | agree |",
-            "|---|---|---|---:|---|",
+            "| setting | recommended | measured better (mean nDCG@10 q / d) | seeds (agreeing) | agree | "
+            "per set: nDCG@10 q / d, seed mean (set agrees) |",
+            "|---|---|---|---:|---|---|",
         ]
     for name, c in rows.items():
         if c.get("winner"):
+            per_set = "; ".join(
+                f"{ds}: {v['qnorm']:.4f} / {v['dnorm']:.4f} ({'yes' if v['winner'] == c['recommended'] else 'no'})"
+                for ds, v in c.get("per_dataset", {}).items()
+            )
             lines.append(
                 f"| {name} | {c['recommended']} | {c['winner']} ({c['qnorm_ndcg@10']:.4f} / {c['dnorm_ndcg@10']:.4f}) | "
-                f"{c['n_seeds']} | {'yes' if c['agree'] else '**no**'} |"
+                f"{c['n_seeds']} ({c['seeds_agreeing_with_winner']}) | {'yes' if c['agree'] else '**no**'} | {per_set} |"
             )
     missing = [n for n, c in rows.items() if not c.get("winner")]
     if missing:
@@ -191,8 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="fisher_validation")
     parser.add_argument("--render-only", action="store_true", help="re-write the .md from the existing .json")
     args = parser.parse_args(argv)
+    all_settings = ["pretrained", "random-init", f"top{args.reinit_layers}-reinit"]
+    results_by_setting: dict[str, list[str]] = {}
+    for item in args.results:
+        key, _, path = item.partition("=")
+        if key not in all_settings or not path:
+            parser.error(f"--results expects SETTING=PATH with SETTING in {all_settings}, got {item!r}")
+        results_by_setting.setdefault(key, []).append(path)
     if args.render_only:
+        # Re-use the measured κ; with --results, recompute the agreement table from the given ablation runs.
         data = json.loads((RESULTS_DIR / f"{args.name}.json").read_text(encoding="utf-8"))
+        if results_by_setting:
+            data["results_command"] = " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+            _finish(data, results_by_setting, all_settings, args.name)
         (RESULTS_DIR / f"{args.name}.md").write_text(markdown(data), encoding="utf-8")
         print(markdown(data))
         return 0
@@ -201,14 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from st_magnitude.fisher import encode_pooled, recommend_head, _sample_rows
 
-    all_settings = ["pretrained", "random-init", f"top{args.reinit_layers}-reinit"]
     settings = args.settings or all_settings
-    results_by_setting: dict[str, list[str]] = {}
-    for item in args.results:
-        key, _, path = item.partition("=")
-        if key not in all_settings or not path:
-            parser.error(f"--results expects SETTING=PATH with SETTING in {all_settings}, got {item!r}")
-        results_by_setting.setdefault(key, []).append(path)
 
     command = "nice -n 15 python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     out: dict[str, Any] = {
