@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shlex
@@ -68,33 +69,88 @@ def build_model(setting: str, reinit_layers: int, seed: int):
     return model
 
 
-def read_results(path: str) -> dict[str, dict[str, float]]:
-    """head -> dataset -> nDCG@10 from an ablation results.json (or a folder holding one)."""
+class ResultsError(ValueError):
+    """An ablation results file that cannot be used (named, with the fix)."""
+
+
+def _results_file(path: str) -> Path:
     p = Path(path)
-    if p.is_dir():
-        p = p / "results.json"
-    data = json.loads(p.read_text(encoding="utf-8"))
-    if "results" not in data or not isinstance(data["results"], dict):
-        raise ValueError(f"{p}: expected {{'results': {{HEAD: {{DATASET: {{'ndcg@10': x}}}}}}}}")
+    return p / "results.json" if p.is_dir() else p
+
+
+def read_results(path: str) -> dict[str, dict[str, float]]:
+    """head -> dataset -> nDCG@10 from an ablation results.json (or a folder holding one).
+
+    Raises:
+        ResultsError: missing or invalid file, wrong layout, or a non-finite nDCG@10.
+    """
+    return read_run(path)["ndcg"]
+
+
+def read_run(path: str) -> dict[str, Any]:
+    """``{"file", "ndcg": {head: {dataset: x}}, "seed", "calibrated": {head: bool}}`` from one ablation run."""
+    p = _results_file(path)
+    if not p.is_file():
+        raise ResultsError(f"{p} not found; give an `st-magnitude ablation --output DIR` folder or its results.json.")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{p} is not valid JSON ({err}).") from err
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise ResultsError(f"{p}: expected {{'results': {{HEAD: {{DATASET: {{'ndcg@10': x}}}}}}}}")
     out: dict[str, dict[str, float]] = {}
     for head, per_dataset in data["results"].items():
+        if not isinstance(per_dataset, dict):
+            continue
         for dataset, metrics in per_dataset.items():
             if isinstance(metrics, dict) and "ndcg@10" in metrics:
-                out.setdefault(head.lower(), {})[dataset] = float(metrics["ndcg@10"])
-    return out
+                try:
+                    value = float(metrics["ndcg@10"])
+                except (TypeError, ValueError):
+                    value = math.nan
+                if not math.isfinite(value):
+                    raise ResultsError(f"{p}: {head} on {dataset} has nDCG@10 {metrics['ndcg@10']!r}, not a finite number.")
+                out.setdefault(head.lower(), {})[dataset] = value
+    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    return {
+        "file": str(p),
+        "ndcg": out,
+        "seed": config.get("seed"),
+        "calibrated": {h: bool((train.get(h) or {}).get("calibration")) for h in ("qnorm", "dnorm")},
+    }
 
 
 def measured_winner(files: list[str]) -> dict[str, Any]:
-    """Measured better of QNorm and DNorm over the given per-seed result files."""
+    """Measured better of QNorm and DNorm over the given per-seed result files.
+
+    Raises:
+        ResultsError: a file named twice, two runs with the same seed, runs that differ in norm calibration of
+            their qnorm/dnorm rows, or qnorm and dnorm with no evaluation set in common.
+    """
     per_seed = []
     all_q, all_d = [], []
     by_dataset: dict[str, dict[str, list[float]]] = {}
-    for f in files:
-        res = read_results(f)
+    runs = [read_run(f) for f in files]
+    resolved = [str(Path(r["file"]).resolve()) for r in runs]
+    if len(set(resolved)) < len(resolved):
+        raise ResultsError(f"the same results file is given twice for one setting: {files}; each file is one seed.")
+    seeds = [r["seed"] for r in runs if r["seed"] is not None]
+    if len(set(seeds)) < len(seeds):
+        raise ResultsError(f"two runs of one setting share a seed ({seeds}); agreement needs distinct seeds.")
+    modes = {(r["calibrated"]["qnorm"], r["calibrated"]["dnorm"]) for r in runs if r["ndcg"].keys() >= {"qnorm", "dnorm"}}
+    if len(modes) > 1:
+        raise ResultsError(f"runs of one setting differ in norm calibration of qnorm/dnorm ({sorted(modes)}): {files}; "
+                           "compare like with like (all --calibrate off, or all on).")
+    for run in runs:
+        f, res = run["file"], run["ndcg"]
         if "qnorm" not in res or "dnorm" not in res:
-            per_seed.append({"file": f, "error": f"no qnorm/dnorm entry (heads: {sorted(res)})"})
+            per_seed.append({"file": f, "error": f"results given but no qnorm/dnorm rows (heads: {sorted(res)})"})
             continue
         datasets = sorted(set(res["qnorm"]) & set(res["dnorm"]))
+        if not datasets:
+            raise ResultsError(f"{f}: qnorm and dnorm share no evaluation set (qnorm: {sorted(res['qnorm'])}, "
+                               f"dnorm: {sorted(res['dnorm'])}).")
         q = [res["qnorm"][d] for d in datasets]
         d = [res["dnorm"][d] for d in datasets]
         all_q += q
@@ -104,16 +160,20 @@ def measured_winner(files: list[str]) -> dict[str, Any]:
             by_dataset[name]["qnorm"].append(qv)
             by_dataset[name]["dnorm"].append(dv)
         per_seed.append(
-            {"file": f, "datasets": datasets, "qnorm": statistics.mean(q), "dnorm": statistics.mean(d),
+            {"file": f, "seed": run["seed"], "calibrated": run["calibrated"]["qnorm"] or run["calibrated"]["dnorm"],
+             "datasets": datasets, "qnorm": statistics.mean(q), "dnorm": statistics.mean(d),
              "winner": "qnorm" if statistics.mean(q) > statistics.mean(d) else "dnorm"}
         )
     valid = [s for s in per_seed if "winner" in s]
     if not valid:
-        return {"files": files, "per_seed": per_seed, "winner": None}
+        return {"files": files, "per_seed": per_seed, "winner": None,
+                "missing": "; ".join(f"{s['file']}: {s['error']}" for s in per_seed)}
     mean_q, mean_d = statistics.mean(all_q), statistics.mean(all_d)
     return {
         "files": files,
         "n_seeds": len(valid),
+        "seeds": [s["seed"] for s in valid],
+        "calibrated": valid[0]["calibrated"],
         "per_seed": per_seed,
         "qnorm_ndcg@10": mean_q,
         "dnorm_ndcg@10": mean_d,
@@ -126,6 +186,13 @@ def measured_winner(files: list[str]) -> dict[str, Any]:
             for name, v in sorted(by_dataset.items())
         },
     }
+
+
+def _by_kappa_99(spectrum: dict[str, Any]) -> str:
+    q, d = spectrum["qnorm"]["kappa_99"], spectrum["dnorm"]["kappa_99"]
+    if not (math.isfinite(q) and math.isfinite(d)):
+        return "–"
+    return "qnorm" if q <= d else "dnorm"
 
 
 def markdown(out: dict[str, Any]) -> str:
@@ -148,21 +215,23 @@ def markdown(out: dict[str, Any]) -> str:
     ]
     for name, r in out["kappa"].items():
         k, ci, rk = r["kappa"], r["kappa_ci"], r["rank"]
+        if not all("kappa_99" in (r.get("spectrum") or {}).get(h, {}) for h in ("qnorm", "dnorm")):
+            r = {**r, "spectrum": {h: {"kappa_99": math.nan} for h in ("qnorm", "dnorm")}}  # older files: no κ99
         lines.append(
             f"| {name} | {k['qnorm']:.4g} [{ci['qnorm'][0]:.3g}, {ci['qnorm'][1]:.3g}] | "
             f"{k['dnorm']:.4g} [{ci['dnorm'][0]:.3g}, {ci['dnorm'][1]:.3g}] | {k['cosine']:.4g} | {k['dot']:.4g} | "
             f"{rk['qnorm']}/{rk['dnorm']} (of {r['n_eigenvalues']}) | **{r['recommended']}** | {r['confidence']:.3f} | "
             f"{r['spectrum']['qnorm']['kappa_99']:.4g}/{r['spectrum']['dnorm']['kappa_99']:.4g} | "
-            f"{'qnorm' if r['spectrum']['qnorm']['kappa_99'] <= r['spectrum']['dnorm']['kappa_99'] else 'dnorm'} | "
+            f"{_by_kappa_99(r['spectrum'])} | "
             f"{r['seconds']['encode']:.0f} | {r['seconds']['per_head']['qnorm']:.1f}/{r['seconds']['per_head']['dnorm']:.1f} |"
         )
     lines += ["", "## Agreement with fine-tuned outcomes", ""]
     rows = out["comparison"]
     if any(c.get("winner") for c in rows.values()):
         lines += [
-            "| setting | recommended | measured better (mean nDCG@10 q / d) | seeds (agreeing) | agree | "
+            "| setting | recommended | measured better (mean nDCG@10 q / d) | seeds (agreeing) | calibrated | agree | "
             "per set: nDCG@10 q / d, seed mean (set agrees) |",
-            "|---|---|---|---:|---|---|",
+            "|---|---|---|---:|---|---|---|",
         ]
     for name, c in rows.items():
         if c.get("winner"):
@@ -170,11 +239,16 @@ def markdown(out: dict[str, Any]) -> str:
                 f"{ds}: {v['qnorm']:.4f} / {v['dnorm']:.4f} ({'yes' if v['winner'] == c['recommended'] else 'no'})"
                 for ds, v in c.get("per_dataset", {}).items()
             )
+            agree = "no κ measured" if c.get("recommended") is None else ("yes" if c.get("agree") else "**no**")
             lines.append(
-                f"| {name} | {c['recommended']} | {c['winner']} ({c['qnorm_ndcg@10']:.4f} / {c['dnorm_ndcg@10']:.4f}) | "
-                f"{c['n_seeds']} ({c['seeds_agreeing_with_winner']}) | {'yes' if c['agree'] else '**no**'} | {per_set} |"
+                f"| {name} | {c['recommended'] or '–'} | {c['winner']} ({c['qnorm_ndcg@10']:.4f} / "
+                f"{c['dnorm_ndcg@10']:.4f}) | {c['n_seeds']} ({c['seeds_agreeing_with_winner']}) | "
+                f"{'yes' if c.get('calibrated') else 'no'} | {agree} | {per_set} |"
             )
-    missing = [n for n, c in rows.items() if not c.get("winner")]
+    unusable = {n: c["missing"] for n, c in rows.items() if not c.get("winner") and c.get("files")}
+    for name, why in unusable.items():
+        lines += ["", f"**{name}:** results given but unusable: {why}."]
+    missing = [n for n, c in rows.items() if not c.get("winner") and not c.get("files")]
     if missing:
         lines += [
             "",
@@ -217,13 +291,32 @@ def main(argv: list[str] | None = None) -> int:
         results_by_setting.setdefault(key, []).append(path)
     if args.render_only:
         # Re-use the measured κ; with --results, recompute the agreement table from the given ablation runs.
-        data = json.loads((RESULTS_DIR / f"{args.name}.json").read_text(encoding="utf-8"))
+        stored = RESULTS_DIR / f"{args.name}.json"
+        if not stored.is_file():
+            parser.error(f"{stored} not found: run without --render-only first to measure κ (or fix --name).")
+        try:
+            data = json.loads(stored.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            parser.error(f"{stored} is not valid JSON ({err}); re-run without --render-only.")
+        stored_layers = data.get("settings", {}).get("reinit_layers", args.reinit_layers)
+        if stored_layers != args.reinit_layers:
+            parser.error(f"{stored} was measured with --reinit-layers {stored_layers}; pass the same value "
+                         f"(settings are then named top{stored_layers}-reinit).")
         if results_by_setting:
             data["results_command"] = " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
-            _finish(data, results_by_setting, all_settings, args.name)
-        (RESULTS_DIR / f"{args.name}.md").write_text(markdown(data), encoding="utf-8")
+            try:
+                _finish(data, results_by_setting, all_settings, args.name)
+            except ResultsError as err:
+                parser.error(str(err))
+        else:
+            (RESULTS_DIR / f"{args.name}.md").write_text(markdown(data), encoding="utf-8")
         print(markdown(data))
         return 0
+    try:  # check the results files before the (slow) κ measurement
+        for setting, files in results_by_setting.items():
+            measured_winner(files)
+    except ResultsError as err:
+        parser.error(str(err))
 
     import torch
 
@@ -301,9 +394,10 @@ def _finish(out: dict[str, Any], results_by_setting: dict[str, list[str]], all_s
             entry["missing_kappa"] = True
         comparison[setting] = entry
     out["comparison"] = comparison
+    text = markdown(out) if out["kappa"] else None  # render first: a failure must not leave a half-written file
     (RESULTS_DIR / f"{name}.json").write_text(json.dumps(_json_safe(out), indent=2) + "\n", encoding="utf-8")
-    if out["kappa"]:
-        (RESULTS_DIR / f"{name}.md").write_text(markdown(out), encoding="utf-8")
+    if text is not None:
+        (RESULTS_DIR / f"{name}.md").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

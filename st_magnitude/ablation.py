@@ -112,6 +112,14 @@ class AblationConfig:
         unknown = [h for h in self.heads if h not in HEADS]
         if unknown:
             raise ConfigurationError(f"Unknown heads {unknown}; choose from {sorted(HEADS)}.")
+        duplicated = sorted({h for h in self.heads if self.heads.count(h) > 1})
+        if duplicated:
+            raise ConfigurationError(f"Heads {duplicated} are listed twice; each head is one row of the table.")
+        for name in ("max_steps", "batch_size", "max_seq_length", "mine_negatives", "seed", "logging_steps",
+                     "train_rows", "eval_max_queries", "eval_max_docs", "eval_batch_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigurationError(f"{name} must be an integer, got {value!r} ({type(value).__name__}).")
         if self.max_steps < 1 or self.batch_size < 2:
             raise ConfigurationError("max_steps must be >= 1 and batch_size >= 2 (InfoNCE needs in-batch negatives).")
         if not self.eval:
@@ -407,10 +415,14 @@ def render_markdown(results: dict[str, Any], metric: str = "ndcg@10") -> str:
                           for n in subsampled)
         lines[1:1] = ["", f"Subsampled evaluation (seeded; every judged document of the kept queries, plus random "
                           f"others up to {sub['max_docs']}; {sizes}): scores are higher than on the full sets."]
-    calibrated = [row for row, train in results["train"].items() if train.get("calibration")]
+    calibrated = {row: train["calibration"] for row, train in results["train"].items() if train.get("calibration")}
     if calibrated:
-        lines[1:1] = ["", f"Norm-calibrated before training (raw side(s) scaled to unit mean norm on 512 training "
-                          f"rows, `--calibrate`): {', '.join(calibrated)}."]
+        detail = ", ".join(
+            f"{row} ({cal.get('n_queries', 0)} queries / {cal.get('n_documents', 0)} documents)"
+            for row, cal in calibrated.items()
+        )
+        lines[1:1] = ["", f"Norm-calibrated before training (raw side(s) scaled to unit mean norm on a sample of "
+                          f"the training rows, `--calibrate`): {detail}."]
     cosine = results["results"].get("cosine")
     for row, per_dataset in results["results"].items():
         cells = [row]
@@ -509,8 +521,9 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
                    help="ignore the training file's hard-negative column")
     p.add_argument("--mine-negatives", type=int, help="mine this many hard negatives per row with the base model")
     p.add_argument("--calibrate", choices=["off", "on", "both"],
-                   help="norm calibration of magnitude-keeping heads before training (default on: measured to help "
-                        "QNorm and DNorm on every set; 'both' reports calibrated runs as <head>+cal)")
+                   help="norm calibration of magnitude-keeping heads (dot, qnorm, dnorm; learnable starts at γ=1, "
+                        "normalized, so it is not calibrated) before training (default on: measured to help QNorm "
+                        "and DNorm on every set; 'both' adds calibrated runs as <head>+cal)")
     p.add_argument("--skip-base", dest="include_base", action="store_false", default=None,
                    help="do not evaluate the untouched base model")
     p.add_argument("--save-models", action="store_true", default=None, help="keep each fine-tuned model")

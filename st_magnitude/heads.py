@@ -512,11 +512,17 @@ def attach_head(
 
     Raises:
         TypeError: if ``head`` is not a :class:`MagnitudeHead`.
+        ValueError / TypeError: bad ``calibrate_on`` (see :func:`~st_magnitude.calibration.calibrate_head`),
+            checked before ``model`` is changed.
     """
     from sentence_transformers.base.modules import Normalize
 
     if not isinstance(head, MagnitudeHead):
         raise TypeError(f"attach_head expects a MagnitudeHead (Cosine, Dot, QNorm, DNorm, LearnableNorm), got {head!r}.")
+    if calibrate_on is not None:
+        from st_magnitude.calibration import check_calibration_input
+
+        check_calibration_input(head, calibrate_on)  # bad input raises before the model is changed
     while len(model) > 0 and isinstance(model[len(model) - 1], (Normalize, MagnitudeHead)):
         removed = model[len(model) - 1]
         del model[len(model) - 1]

@@ -64,7 +64,8 @@ def test_ablation_outputs_and_reproducibility(tiny_bert_dir: Path, toy_data: Pat
     cal = train["qnorm"]["calibration"]
     assert cal["query_scale"] == 1.0 and cal["n_documents"] > 0
     assert cal["document_scale"] == pytest.approx(1 / cal["document_mean_norm"], rel=1e-12)
-    assert "Norm-calibrated before training" in table and "`--calibrate`): qnorm." in table
+    assert "Norm-calibrated before training" in table
+    assert f"`--calibrate`): qnorm (0 queries / {cal['n_documents']} documents)." in table
 
     second = run_ablation(_config(tiny_bert_dir, toy_data, tmp_path / "run2"))
     for row in first["results"]:
@@ -79,6 +80,10 @@ def test_cli_preset_and_overrides() -> None:
     assert config.batch_size == 16 and config.eval == ["beir-nfcorpus", "beir-scifact"]
     with pytest.raises(ValueError, match="Unknown heads"):
         AblationConfig(heads=["cosin"]).validate()
+    with pytest.raises(ValueError, match=r"Heads \['qnorm'\] are listed twice"):
+        AblationConfig(heads=["qnorm", "cosine", "qnorm"]).validate()
+    with pytest.raises(ValueError, match="max_steps must be an integer, got '2'"):
+        AblationConfig(max_steps="2").validate()
 
 
 def test_markdown_relative_change() -> None:
