@@ -22,7 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "ablation": ("st_magnitude.ablation", "fine-tune one model per head and compare retrieval (the main job)"),
     "evaluate": ("st_magnitude.mteb", "run mteb tasks (local folders or standard names) with the symmetry guard"),
     "analyze": ("st_magnitude.analysis", "document/query norm diagnostics (Cohen's d, histograms, length correlation, τ_eff)"),
-    "recommend": ("st_magnitude.fisher", "recommend QNorm or DNorm from the Fisher-information condition number"),
+    "recommend": ("st_magnitude.fisher", "before training: cosine, QNorm or DNorm? (zero-shot document-norm Cohen's d + Fisher κ)"),
     "rag-eval": ("st_magnitude.rag", "answer-recall@k, gold-passage recall@k and NDCG@10 for RAG retrieval, per head"),
     "push": ("st_magnitude.hub", "upload a saved magnitude model to the Hugging Face Hub with a correct model card"),
 }

@@ -571,16 +571,18 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", default=None, help="saved model folder (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--tasks", required=True, help="comma-separated: local folders (beir-scifact, stsb) or mteb names")
-    parser.add_argument("--symmetric-fallback", choices=list(SYMMETRIC_FALLBACKS), default=None)
+    parser.add_argument("--symmetric-fallback", choices=list(SYMMETRIC_FALLBACKS), default=None,
+                        help="score symmetric tasks (STS, clustering, ...) of an asymmetric head with both sides "
+                        "normalized, recorded in results.json (default: refuse them with SymmetryViolationError)")
     parser.add_argument("--output", required=True, help="directory for results.json")
     parser.add_argument("--data-dir", default=None, help="data directory (default $ST_MAGNITUDE_DATA or ../shared/data)")
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--split", default="test", help="split to evaluate (default test)")
     parser.add_argument("--max-queries", type=int, default=None, help="subsample retrieval queries")
     parser.add_argument("--max-docs", type=int, default=None, help="subsample retrieval corpus (judged docs kept)")
     parser.add_argument("--max-pairs", type=int, default=None, help="subsample STS pairs")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-seq-length", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0, help="subsampling seed (default 0)")
+    parser.add_argument("--batch-size", type=int, default=32, help="encoding batch size (default 32)")
+    parser.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
     parser.set_defaults(func=_cli_evaluate)
 
 
