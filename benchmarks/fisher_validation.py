@@ -78,17 +78,13 @@ def _results_file(path: str) -> Path:
     return p / "results.json" if p.is_dir() else p
 
 
-def read_results(path: str) -> dict[str, dict[str, float]]:
-    """head -> dataset -> nDCG@10 from an ablation results.json (or a folder holding one).
+def read_run(path: str) -> dict[str, Any]:
+    """``{"file", "ndcg": {head: {dataset: x}}, "seed", "calibrated": {head: bool}}`` from one ablation run's
+    results.json (or a folder holding one).
 
     Raises:
         ResultsError: missing or invalid file, wrong layout, or a non-finite nDCG@10.
     """
-    return read_run(path)["ndcg"]
-
-
-def read_run(path: str) -> dict[str, Any]:
-    """``{"file", "ndcg": {head: {dataset: x}}, "seed", "calibrated": {head: bool}}`` from one ablation run."""
     p = _results_file(path)
     if not p.is_file():
         raise ResultsError(f"{p} not found; give an `st-magnitude ablation --output DIR` folder or its results.json.")

@@ -93,14 +93,24 @@ def calibrate_head(
     Source: the start-up-shock analysis in this project's issue 7 (a probe measured the first-50-step loss
     4.1 for QNorm vs 3.0 for calibrated QNorm); temperature reading of magnitude: arXiv:2602.09229.
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(f"n must be a positive integer (texts sampled per side), got {n!r}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    n, batch_size = _count("n", n), _count("batch_size", batch_size)
     head = find_head(model)
     if not isinstance(head, MagnitudeHead):
         raise TypeError("calibrate_head needs a model whose last module is a magnitude head (use attach_head first).")
-    plan = check_calibration_input(head, calibrate_on)
+    return _calibrate(model, head, check_calibration_input(head, calibrate_on), n, batch_size, seed)
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        what = " (texts sampled per side)" if name == "n" else ""
+        raise ValueError(f"{name} must be a positive integer{what}, got {value!r}.")
+    return int(value)
+
+
+def _calibrate(
+    model: SentenceTransformer, head: MagnitudeHead, plan: dict[str, Any], n: int, batch_size: int, seed: int
+) -> dict[str, Any]:
+    """Measure each side of a validated ``plan`` (:func:`check_calibration_input`) and set the head's scales."""
     old = {"query_scale": head.query_scale, "document_scale": head.document_scale}
     was_training = model.training
     result: dict[str, Any] = {"skipped_empty": plan["skipped_empty"]}
@@ -111,31 +121,41 @@ def calibrate_head(
             if texts is None:  # normalized side: untouched
                 result.update({f"{role}_mean_norm": 1.0, attr: old[attr], count: 0})
                 continue
-            sample = _sample(texts, int(n), seed)
+            sample = _sample(texts, n, seed)
             setattr(head, attr, 1.0)
             encode = model.encode_query if role == "query" else model.encode_document
-            embeddings = encode(sample, batch_size=int(batch_size), convert_to_numpy=True, show_progress_bar=False)
+            embeddings = encode(sample, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
             mean_norm = float(np.linalg.norm(embeddings.astype(np.float64), axis=1).mean())
             if not (mean_norm > 0 and math.isfinite(mean_norm)):
                 raise ValueError(f"Mean {role} norm is {mean_norm}; cannot calibrate (are the embeddings all zero?).")
             measured[attr] = 1.0 / mean_norm
             result.update({f"{role}_mean_norm": mean_norm, attr: 1.0 / mean_norm, count: len(sample)})
-    except BaseException:
+    finally:  # measuring set scales to 1: put the old ones back, then apply only a complete measurement
         for attr, value in old.items():
             setattr(head, attr, value)
-        raise
-    finally:
         model.train(was_training)
-    for attr, value in old.items():
-        setattr(head, attr, measured.get(attr, value))
+    for attr, value in measured.items():
+        setattr(head, attr, value)
     return result
 
 
 def check_calibration_input(head: MagnitudeHead, calibrate_on: Any) -> dict[str, Any]:
-    """Validate ``calibrate_on`` for ``head`` without encoding anything.
+    """Validate ``calibrate_on`` for ``head`` without encoding anything (cheap; used before a model is changed).
 
-    Returns ``{"query": texts | None, "document": texts | None, "skipped_empty": k}``: None for a side the head
-    normalizes fully (γ = 1), else its non-empty texts. Raises as :func:`calibrate_head` does for bad input.
+    Args:
+        head: the magnitude head to calibrate; its γ decide which sides need texts (γ < 1).
+        calibrate_on: as in :func:`calibrate_head`.
+
+    Returns:
+        ``{"query": texts | None, "document": texts | None, "skipped_empty": k}``: None for a side the head
+        normalizes fully (γ = 1), else its non-empty texts (a list of str).
+
+    Raises:
+        TypeError: a text that is not a string (named by position).
+        ValueError: a string or None instead of a list, a ``DatasetDict`` instead of one split, a missing column
+            for a side with γ < 1, or no non-empty texts for such a side.
+
+    Source: this project's calibration design (issue 7); no formula.
     """
     needs = {"query": head.gamma_query < 1.0, "document": head.gamma_document < 1.0}
     raw: dict[str, Any] = {}

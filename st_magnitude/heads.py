@@ -519,10 +519,12 @@ def attach_head(
 
     if not isinstance(head, MagnitudeHead):
         raise TypeError(f"attach_head expects a MagnitudeHead (Cosine, Dot, QNorm, DNorm, LearnableNorm), got {head!r}.")
+    plan = None
     if calibrate_on is not None:
-        from st_magnitude.calibration import check_calibration_input
+        from st_magnitude.calibration import _count, check_calibration_input
 
-        check_calibration_input(head, calibrate_on)  # bad input raises before the model is changed
+        n = _count("n", n)
+        plan = check_calibration_input(head, calibrate_on)  # bad input raises before the model is changed
     while len(model) > 0 and isinstance(model[len(model) - 1], (Normalize, MagnitudeHead)):
         removed = model[len(model) - 1]
         del model[len(model) - 1]
@@ -533,10 +535,10 @@ def attach_head(
     if card_data is not None and hasattr(card_data, "ir_model"):
         # ST's model card then shows encode_query/encode_document, which asymmetric heads need.
         card_data.ir_model = True
-    if calibrate_on is not None:
-        from st_magnitude.calibration import calibrate_head
+    if plan is not None:
+        from st_magnitude.calibration import _calibrate
 
-        calibrate_head(model, calibrate_on, n=n)
+        _calibrate(model, head, plan, n=n, batch_size=64, seed=0)
     return model
 
 
