@@ -57,6 +57,7 @@ class AblationConfig:
         eval_max_queries / eval_max_docs: evaluate on a seeded subsample (every judged document of the kept
             queries plus random others up to ``eval_max_docs``; see :func:`st_magnitude.data.subsample_beir`).
             None = the full set. Subsampled scores are higher than full-set scores and are marked in the table.
+        eval_seed: seed of that evaluation subsample (None = ``seed``); fix it to compare seeds on the same queries.
         eval_batch_size: encoding batch size at evaluation.
         data_dir: data directory (None: ``$ST_MAGNITUDE_DATA`` or ``../shared/data``).
         query_prompt / document_prompt: text prepended to queries / documents (E5: ``"query: "``/``"passage: "``),
@@ -92,6 +93,7 @@ class AblationConfig:
     eval_split: str = "test"
     eval_max_queries: int | None = None
     eval_max_docs: int | None = None
+    eval_seed: int | None = None
     eval_batch_size: int = 64
     data_dir: str | None = None
     query_prompt: str | None = None
@@ -116,7 +118,7 @@ class AblationConfig:
         if duplicated:
             raise ConfigurationError(f"Heads {duplicated} are listed twice; each head is one row of the table.")
         for name in ("max_steps", "batch_size", "max_seq_length", "mine_negatives", "seed", "logging_steps",
-                     "train_rows", "eval_max_queries", "eval_max_docs", "eval_batch_size"):
+                     "train_rows", "eval_max_queries", "eval_max_docs", "eval_seed", "eval_batch_size"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigurationError(f"{name} must be an integer, got {value!r} ({type(value).__name__}).")
@@ -295,7 +297,10 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
     eval_sets = {name: load_beir(name, split=config.eval_split, data_dir=config.data_dir) for name in config.eval}
     if config.eval_max_queries is not None or config.eval_max_docs is not None:
         eval_sets = {
-            name: subsample_beir(data, config.eval_max_queries, config.eval_max_docs, seed=config.seed)
+            name: subsample_beir(
+                data, config.eval_max_queries, config.eval_max_docs,
+                seed=config.seed if config.eval_seed is None else config.eval_seed,
+            )
             for name, data in eval_sets.items()
         }
     if len(train_dataset) < config.batch_size:
@@ -522,6 +527,8 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-split", help="qrels split to evaluate (default test)")
     p.add_argument("--eval-max-queries", type=int, help="evaluate on at most this many queries (seeded)")
     p.add_argument("--eval-max-docs", type=int, help="subsample each corpus to about this many documents, judged ones kept")
+    p.add_argument("--eval-seed", type=int,
+                   help="seed of the evaluation subsample (default: --seed); fix it to compare seeds on the same queries")
     p.add_argument("--data-dir", help="data directory (default $ST_MAGNITUDE_DATA or ../shared/data)")
     p.add_argument("--query-prompt", help='prefix for queries, e.g. "query: " for E5')
     p.add_argument("--document-prompt", help='prefix for documents, e.g. "passage: " for E5')

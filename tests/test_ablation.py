@@ -126,3 +126,20 @@ def test_mined_negatives_and_prompts(tiny_bert_dir: Path, toy_data: Path, tmp_pa
     saved = load_model(str(tmp_path / "run" / "models" / "qnorm+cal"))
     assert saved[-1].document_scale == pytest.approx(cal["document_scale"], rel=1e-12)
     assert saved.prompts["query"] == "query: " and saved.prompts["document"] == "passage: "
+
+
+def test_eval_seed_fixes_the_subsample_across_training_seeds(tiny_bert_dir: Path, toy_data: Path, tmp_path: Path) -> None:
+    from st_magnitude.data import load_beir, subsample_beir
+
+    reports = []
+    for seed in (7, 8):
+        config = _config(tiny_bert_dir, toy_data, tmp_path / f"s{seed}")
+        config.heads, config.max_steps, config.include_base, config.seed = ["cosine"], 1, False, seed
+        config.eval_max_queries, config.eval_max_docs, config.eval_seed = 3, 5, 11
+        reports.append(run_ablation(config)["datasets"]["beir-toy"])
+    expected = subsample_beir(load_beir("beir-toy", data_dir=str(toy_data)), 3, 5, seed=11)
+    for report in reports:
+        assert report["subsample"]["seed"] == 11
+        assert (report["queries"], report["docs"]) == (3, 5) == (len(expected.queries), len(expected.corpus))
+    with pytest.raises(ValueError, match="eval_seed must be an integer"):
+        AblationConfig(eval_seed=1.5).validate()
