@@ -290,10 +290,18 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
         config.train, data_dir=config.data_dir, max_rows=config.train_rows, with_negatives=config.use_negatives,
         seed=config.seed,
     )
+    rows_before_mining = len(train_dataset)
     if config.mine_negatives > 0:
         from st_magnitude.data import mine_negatives
 
+        before = rows_before_mining
         train_dataset = mine_negatives(train_dataset, _load_base(config), num_negatives=config.mine_negatives)
+        print(f"[ablation] mined {config.mine_negatives} hard negative(s) per row: kept {len(train_dataset)} of "
+              f"{before} rows (ST's mine_hard_negatives drops rows without a candidate ranked 10-50 that scores at "
+              "least 5% below the positive)", flush=True)
+        if len(train_dataset) < before / 2:
+            logger.warning("Mining kept only %d of %d training rows: the run trains on far less data than the "
+                           "file-negative run, so the two are not like for like.", len(train_dataset), before)
     eval_sets = {name: load_beir(name, split=config.eval_split, data_dir=config.data_dir) for name in config.eval}
     if config.eval_max_queries is not None or config.eval_max_docs is not None:
         eval_sets = {
@@ -322,7 +330,8 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         },
         "datasets": {
-            "train": {"name": config.train, "rows": len(train_dataset), "columns": train_dataset.column_names},
+            "train": {"name": config.train, "rows": len(train_dataset), "rows_before_mining": rows_before_mining,
+                      "columns": train_dataset.column_names},
             **{
                 name: {**data.report, "in_domain": _domain(name) == train_domain}
                 for name, data in eval_sets.items()

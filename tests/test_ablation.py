@@ -47,6 +47,7 @@ def test_ablation_outputs_and_reproducibility(tiny_bert_dir: Path, toy_data: Pat
         assert 0.0 <= row["beir-toy"]["ndcg@10"] <= 1.0
         assert row["beir-toy"]["recall@100"] == 1.0  # 8 documents: all are in the top 100
     assert saved["datasets"]["beir-toy"]["in_domain"] is True
+    assert saved["datasets"]["train"]["rows"] == saved["datasets"]["train"]["rows_before_mining"] == 8  # no mining
     train = saved["train"]
     assert train["qnorm"]["final_gamma"] == {"query": 1.0, "document": 0.0}
     assert train["qnorm"]["steps"] == 3 and len(train["qnorm"]["log"]) == 3
