@@ -36,8 +36,12 @@ def collect(study: Path) -> list[dict[str, Any]]:
     """One record per (cell, head row) with its config, NDCG@10 per set and first-50-step mean loss."""
     records = []
     for path in sorted(study.glob("*/results.json")):
-        data = json.loads(path.read_text())
-        config = data["config"]
+        try:
+            data = json.loads(path.read_text())
+            config = data["config"]
+        except (json.JSONDecodeError, KeyError, OSError) as exc:
+            print(f"warning: skipping {path}: not a complete ablation results.json ({exc})", file=sys.stderr)
+            continue
         for row, per_set in data["results"].items():
             if row == "base":
                 continue
@@ -60,14 +64,18 @@ def collect(study: Path) -> list[dict[str, Any]]:
                 "loss_first_50": round(statistics.fmean(early), 3) if early else None,
                 "ndcg@10": {name: per_set[name]["ndcg@10"] for name in SETS if name in per_set},
                 "subsample": {name: data["datasets"][name].get("subsample") for name in SETS if name in data["datasets"]},
+                "eval_sizes": {name: [data["datasets"][name].get("queries"), data["datasets"][name].get("docs")]
+                               for name in SETS if name in data["datasets"]},
+                "protocol": {k: config.get(k) for k in ("learning_rate", "batch_size", "max_seq_length", "model")},
                 "command": data["environment"]["command"],
             })
     return records
 
 
 def reference(record: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The cosine row trained like ``record`` (same τ if there is one, else τ 0.05)."""
-    key = ("train", "steps", "negatives", "seed")
+    """The cosine row trained like ``record`` (same τ if there is one, else τ 0.05) and scored on the same
+    evaluation sample; None when there is none (the row then shows no relative change)."""
+    key = ("train", "steps", "negatives", "seed", "protocol", "subsample")
     cosines = [r for r in records if r["head"] == "cosine" and all(r[k] == record[k] for k in key)]
     for tau in (record["temperature"], 0.05):
         for r in cosines:
@@ -112,10 +120,11 @@ def render(records: list[dict[str, Any]]) -> str:
                 if ref is not None and ref is not r and name in ref["ndcg@10"]:
                     text += f" ({(value / ref['ndcg@10'][name] - 1) * 100:+.1f}%)"
                 cells.append(text)
-            ood = [n for n in SETS if n != in_domain and n in r["ndcg@10"]]
-            mean_ood = statistics.fmean(r["ndcg@10"][n] for n in ood) if ood else None
+            ood = [n for n in SETS if n != in_domain]
+            complete = all(n in r["ndcg@10"] for n in ood)
+            mean_ood = statistics.fmean(r["ndcg@10"][n] for n in ood) if complete else None
             r["mean_ood"] = round(mean_ood, 6) if mean_ood is not None else None
-            mean_text = "–" if mean_ood is None else f"{mean_ood:.4f}"
+            mean_text = "– (a set is missing)" if mean_ood is None else f"{mean_ood:.4f}"
             if ref is not None and ref is not r and mean_ood is not None and all(n in ref["ndcg@10"] for n in ood):
                 ref_ood = statistics.fmean(ref["ndcg@10"][n] for n in ood)
                 r["delta_mean_ood_vs_cosine"] = round(mean_ood / ref_ood - 1, 6)
@@ -131,28 +140,39 @@ def render(records: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", type=Path, help="the study folder (RECIPE_OUT of recipe_study.sh)")
-    parser.add_argument("--name", default="recipe_study", help="basename under benchmarks/results/")
+    parser.add_argument("--name", default="recipe_study", help="output basename (default recipe_study)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="output folder (default benchmarks/results)")
     args = parser.parse_args()
+    if not args.study.is_dir():
+        sys.exit(f"{args.study} is not a folder; give the study folder (RECIPE_OUT of recipe_study.sh, default runs/recipe).")
     records = collect(args.study)
     if not records:
         sys.exit(f"No finished rows under {args.study}/*/results.json; run bash benchmarks/recipe_study.sh first.")
     table = render(records)
-    sizes = next(iter(records))["subsample"]
-    note = ", ".join(f"{n.removeprefix('beir-')} {s['max_queries']} queries" for n, s in sizes.items() if s)
+    samples = {json.dumps(r["subsample"], sort_keys=True) for r in records}
+    sizes = records[0]["subsample"]
+    if len(samples) > 1 or not all(sizes.values()):
+        sample_text = ("cells were NOT all scored on the same evaluation sample (or on full sets); rows are compared "
+                       "only with a cosine row scored on the same sample")
+    else:
+        sample_text = ("the BEIR test sets subsampled with the same seed in every cell ("
+                       + ", ".join(f"{n.removeprefix('beir-')} {q} queries / {d:,} documents"
+                                   for n, (q, d) in records[0]["eval_sizes"].items())
+                       + "; every judged document of the kept queries plus random others): scores are higher than "
+                       "on the full sets and comparable only within this table")
     text = "\n".join([
         "# Recipe study: cosine vs norm-calibrated magnitude heads (NDCG@10)", "",
         "all-MiniLM-L6-v2 (packaged), batch 16, max_seq_length 128, lr 2e-5, τ 0.05 and 150 steps unless the recipe "
         "says otherwise; magnitude heads norm-calibrated (`--calibrate on`); negatives = the training file's hard "
-        "negative column unless marked. Evaluation on the BEIR test sets subsampled with the same seed in every cell "
-        f"({note}; every judged document of the kept queries plus random others up to ~1,500): scores are higher than "
-        "on the full sets and comparable only within this table. Relative changes are against the cosine row trained "
-        "the same way (same training set, steps, negatives, seed). Produced by `bash benchmarks/recipe_study.sh` and "
-        "`python benchmarks/recipe_report.py runs/recipe`.", "",
+        f"negative column unless marked. Evaluation on {sample_text}. Relative changes are against the cosine row "
+        "trained the same way (same training set, steps, negatives, seed, lr, batch, sequence length) and scored on "
+        "the same sample. Produced by `bash benchmarks/recipe_study.sh` and `python benchmarks/recipe_report.py "
+        "runs/recipe`; each cell's command is in the JSON.", "",
         table,
     ])
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.md").write_text(text + "\n")
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"records": records}, indent=1) + "\n")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{args.name}.md").write_text(text + "\n")
+    (args.out_dir / f"{args.name}.json").write_text(json.dumps({"records": records}, indent=1) + "\n")
     print(text)
     return 0
 

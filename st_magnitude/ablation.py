@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import logging
 import math
@@ -136,6 +137,14 @@ class AblationConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigurationError(f"{name} must be >= 1 (or unset for all), got {value}.")
+        for name in ("seed", "eval_seed"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigurationError(f"{name} must be >= 0, got {value} (random.Random ignores the sign, so a "
+                                         "negative seed would repeat the positive one's sample).")
+        if self.eval_seed is not None and self.eval_max_queries is None and self.eval_max_docs is None:
+            raise ConfigurationError("eval_seed only seeds the evaluation subsample; set --eval-max-queries or "
+                                     "--eval-max-docs too, or drop --eval-seed (the full sets need no seed).")
         if self.mine_negatives < 0 or self.max_seq_length < 8:
             raise ConfigurationError("mine_negatives must be >= 0 and max_seq_length >= 8.")
 
@@ -294,14 +303,14 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
     if config.mine_negatives > 0:
         from st_magnitude.data import mine_negatives
 
-        before = rows_before_mining
         train_dataset = mine_negatives(train_dataset, _load_base(config), num_negatives=config.mine_negatives)
-        print(f"[ablation] mined {config.mine_negatives} hard negative(s) per row: kept {len(train_dataset)} of "
-              f"{before} rows (ST's mine_hard_negatives drops rows without a candidate ranked 10-50 that scores at "
-              "least 5% below the positive)", flush=True)
-        if len(train_dataset) < before / 2:
-            logger.warning("Mining kept only %d of %d training rows: the run trains on far less data than the "
-                           "file-negative run, so the two are not like for like.", len(train_dataset), before)
+        defaults = inspect.signature(mine_negatives).parameters
+        kept = f"kept {len(train_dataset)} of {rows_before_mining} rows"
+        if len(train_dataset) < rows_before_mining / 2:
+            kept += " (fewer than half: this run sees far less data than a file-negative run, not like for like)"
+        print(f"[ablation] mined {config.mine_negatives} hard negative(s) per row with the base model (ranks "
+              f"{defaults['range_min'].default}-{defaults['range_max'].default}, relative margin "
+              f"{defaults['relative_margin'].default}): {kept}", flush=True)
     eval_sets = {name: load_beir(name, split=config.eval_split, data_dir=config.data_dir) for name in config.eval}
     if config.eval_max_queries is not None or config.eval_max_docs is not None:
         eval_sets = {
@@ -404,7 +413,10 @@ def _version(package: str) -> str:
 
 
 def _write_outputs(results: dict[str, Any], output: Path) -> None:
-    (output / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    # Atomic: a reader (benchmarks/recipe_report.py on a running study) never sees a half-written results.json.
+    partial = output / "results.json.partial"
+    partial.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    os.replace(partial, output / "results.json")
     (output / "results.md").write_text(render_markdown(results), encoding="utf-8")
     try:
         _plot(results, output)

@@ -144,3 +144,7 @@ def test_eval_seed_fixes_the_subsample_across_training_seeds(tiny_bert_dir: Path
         assert (report["queries"], report["docs"]) == (3, 5) == (len(expected.queries), len(expected.corpus))
     with pytest.raises(ValueError, match="eval_seed must be an integer"):
         AblationConfig(eval_seed=1.5).validate()
+    with pytest.raises(ValueError, match="eval_seed must be >= 0"):
+        AblationConfig(eval_seed=-7, eval_max_queries=3).validate()
+    with pytest.raises(ValueError, match="set --eval-max-queries or --eval-max-docs too"):
+        AblationConfig(eval_seed=3).validate()
