@@ -99,36 +99,41 @@ def label(record: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def annotate(records: list[dict[str, Any]]) -> None:
+    """Add ``mean_ood`` (None unless every out-of-domain set was scored) and, where :func:`reference` finds the
+    matching cosine row, ``delta_vs_cosine`` (relative change per set) and ``delta_mean_ood_vs_cosine``."""
+    for r in records:
+        ood = [n for n in SETS if n != DOMAIN.get(r["train"])]
+        complete = all(n in r["ndcg@10"] for n in ood)
+        r["mean_ood"] = round(statistics.fmean(r["ndcg@10"][n] for n in ood), 6) if complete else None
+    for r in records:
+        ref = reference(r, records)
+        if ref is None or ref is r:
+            continue
+        r["delta_vs_cosine"] = {n: round(v / ref["ndcg@10"][n] - 1, 6) for n, v in r["ndcg@10"].items()
+                                if n in ref["ndcg@10"]}
+        if r["mean_ood"] is not None and ref["mean_ood"] is not None:
+            r["delta_mean_ood_vs_cosine"] = round(r["mean_ood"] / ref["mean_ood"] - 1, 6)
+
+
+def _with_delta(value: float, delta: float | None) -> str:
+    return f"{value:.4f}" + ("" if delta is None else f" ({delta * 100:+.1f}%)")
+
+
 def render(records: list[dict[str, Any]]) -> str:
+    """Markdown tables, one per training set, from :func:`annotate`-d records."""
     lines = []
     for train in sorted({r["train"] for r in records}):
-        rows = [r for r in records if r["train"] == train]
         in_domain = DOMAIN.get(train)
         header = [f"{name.removeprefix('beir-')} ({'ID' if name == in_domain else 'OOD'})" for name in SETS]
         lines += [f"### Trained on `{train}`", "",
                   "| recipe | " + " | ".join(header) + " | mean OOD (Δ vs cosine same recipe) | loss steps ≤ 50 | final γ_q / γ_d | cell |",
                   "|---|" + "---|" * len(SETS) + "---|---|---|---|"]
-        for r in rows:
-            ref = reference(r, records)
-            cells = []
-            for name in SETS:
-                value = r["ndcg@10"].get(name)
-                if value is None:
-                    cells.append("–")
-                    continue
-                text = f"{value:.4f}"
-                if ref is not None and ref is not r and name in ref["ndcg@10"]:
-                    text += f" ({(value / ref['ndcg@10'][name] - 1) * 100:+.1f}%)"
-                cells.append(text)
-            ood = [n for n in SETS if n != in_domain]
-            complete = all(n in r["ndcg@10"] for n in ood)
-            mean_ood = statistics.fmean(r["ndcg@10"][n] for n in ood) if complete else None
-            r["mean_ood"] = round(mean_ood, 6) if mean_ood is not None else None
-            mean_text = "– (a set is missing)" if mean_ood is None else f"{mean_ood:.4f}"
-            if ref is not None and ref is not r and mean_ood is not None and all(n in ref["ndcg@10"] for n in ood):
-                ref_ood = statistics.fmean(ref["ndcg@10"][n] for n in ood)
-                r["delta_mean_ood_vs_cosine"] = round(mean_ood / ref_ood - 1, 6)
-                mean_text += f" ({(mean_ood / ref_ood - 1) * 100:+.1f}%)"
+        for r in (r for r in records if r["train"] == train):
+            deltas = r.get("delta_vs_cosine", {})
+            cells = [_with_delta(r["ndcg@10"][n], deltas.get(n)) if n in r["ndcg@10"] else "–" for n in SETS]
+            mean_text = ("– (a set is missing)" if r["mean_ood"] is None
+                         else _with_delta(r["mean_ood"], r.get("delta_mean_ood_vs_cosine")))
             gamma = r["final_gamma"] or {}
             gamma_text = f"{gamma.get('query', float('nan')):.3f} / {gamma.get('document', float('nan')):.3f}"
             loss = "–" if r["loss_first_50"] is None else f"{r['loss_first_50']:.2f}"
@@ -148,6 +153,7 @@ def main() -> int:
     records = collect(args.study)
     if not records:
         sys.exit(f"No finished rows under {args.study}/*/results.json; run bash benchmarks/recipe_study.sh first.")
+    annotate(records)
     table = render(records)
     samples = {json.dumps(r["subsample"], sort_keys=True) for r in records}
     sizes = records[0]["subsample"]

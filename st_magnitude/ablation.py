@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import logging
 import math
@@ -304,13 +303,6 @@ def run_ablation(config: AblationConfig) -> dict[str, Any]:
         from st_magnitude.data import mine_negatives
 
         train_dataset = mine_negatives(train_dataset, _load_base(config), num_negatives=config.mine_negatives)
-        defaults = inspect.signature(mine_negatives).parameters
-        kept = f"kept {len(train_dataset)} of {rows_before_mining} rows"
-        if len(train_dataset) < rows_before_mining / 2:
-            kept += " (fewer than half: this run sees far less data than a file-negative run, not like for like)"
-        print(f"[ablation] mined {config.mine_negatives} hard negative(s) per row with the base model (ranks "
-              f"{defaults['range_min'].default}-{defaults['range_max'].default}, relative margin "
-              f"{defaults['relative_margin'].default}): {kept}", flush=True)
     eval_sets = {name: load_beir(name, split=config.eval_split, data_dir=config.data_dir) for name in config.eval}
     if config.eval_max_queries is not None or config.eval_max_docs is not None:
         eval_sets = {

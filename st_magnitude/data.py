@@ -546,5 +546,10 @@ def mine_negatives(
         batch_size=batch_size, verbose=False,
     )
     if len(mined) < len(pairs):
-        logger.warning("mine_negatives: %d of %d rows kept (others had no valid hard negative)", len(mined), len(pairs))
+        logger.warning(
+            "mine_negatives: %d of %d rows kept (the others had no candidate ranked %d-%s with a relative margin of %s "
+            "below the query's weakest positive)%s", len(mined), len(pairs), range_min, range_max, relative_margin,
+            "; fewer than half: a run on these rows is not like for like with one on the original rows"
+            if len(mined) < len(pairs) / 2 else "",
+        )
     return mined
