@@ -54,12 +54,18 @@ def _sample(texts: list[str], n: int, seed: int) -> list[str]:
     return texts
 
 
+CALIBRATION_BATCH_SIZE = 64
+"""Encoding batch size of :func:`calibrate_head` (and of ``attach_head(..., calibrate_on=...)``)."""
+CALIBRATION_SEED = 0
+"""Sampling seed of :func:`calibrate_head` (and of ``attach_head(..., calibrate_on=...)``)."""
+
+
 def calibrate_head(
     model: SentenceTransformer,
     calibrate_on: Any,
     n: int = 512,
-    batch_size: int = 64,
-    seed: int = 0,
+    batch_size: int = CALIBRATION_BATCH_SIZE,
+    seed: int = CALIBRATION_SEED,
 ) -> dict[str, float]:
     """Set the model's head scales so each side the head leaves (partly) unnormalized has mean norm 1.
 

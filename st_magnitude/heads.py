@@ -536,9 +536,9 @@ def attach_head(
         # ST's model card then shows encode_query/encode_document, which asymmetric heads need.
         card_data.ir_model = True
     if plan is not None:
-        from st_magnitude.calibration import _calibrate
+        from st_magnitude.calibration import CALIBRATION_BATCH_SIZE, CALIBRATION_SEED, _calibrate
 
-        _calibrate(model, head, plan, n=n, batch_size=64, seed=0)
+        _calibrate(model, head, plan, n=n, batch_size=CALIBRATION_BATCH_SIZE, seed=CALIBRATION_SEED)
     return model
 
 
